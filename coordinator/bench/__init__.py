@@ -1,0 +1,1 @@
+"""Benchmarks: each measures ours side by side with a reference in the same run."""

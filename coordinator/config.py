@@ -1,0 +1,49 @@
+"""Configuration: a TOML file whose keys are the `run` flags; flags win.
+
+An unknown key, or a value of the wrong type, names itself at start-up.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(Exception):
+    pass
+
+
+# key -> (type, default)
+KEYS: dict[str, tuple[type, Any]] = {
+    "listen": (str, "127.0.0.1:9094"),
+    "advertised_listener": (str, ""),
+    "metrics_listen": (str, "127.0.0.1:9095"),
+    "zookeeper": (str, ""),
+    "zk_session_timeout": (float, 10.0),
+    "data_dir": (str, "var/groupkeeper"),
+    "instance_id": (int, 0),
+    "log_format": (str, "console"),
+}
+
+
+def load_config(path: str | None) -> dict[str, Any]:
+    config = {key: default for key, (_, default) in KEYS.items()}
+    if path is None:
+        return config
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    for key, value in raw.items():
+        if key not in KEYS:
+            raise ConfigError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(KEYS))})")
+        kind = KEYS[key][0]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ConfigError(f"{path}: key {key!r} must be a {kind.__name__}, not {value!r}")
+        config[key] = value
+    return config

@@ -1,0 +1,27 @@
+"""Declarations of every API groupkeeper speaks, one module per API, and the registry by key."""
+
+from ..schema import Api
+from .api_versions import API_VERSIONS
+from .consumer import ASSIGNMENT, SUBSCRIPTION
+from .delete_groups import DELETE_GROUPS
+from .describe_groups import DESCRIBE_GROUPS
+from .find_coordinator import FIND_COORDINATOR
+from .heartbeat import HEARTBEAT
+from .join_group import JOIN_GROUP
+from .leave_group import LEAVE_GROUP
+from .list_groups import LIST_GROUPS
+from .metadata import METADATA
+from .offset_commit import OFFSET_COMMIT
+from .offset_fetch import OFFSET_FETCH
+from .sync_group import SYNC_GROUP
+
+APIS: dict[int, Api] = {a.key: a for a in (
+    API_VERSIONS, METADATA, FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP,
+    OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS,
+)}
+
+__all__ = [
+    "APIS", "API_VERSIONS", "ASSIGNMENT", "DELETE_GROUPS", "DESCRIBE_GROUPS", "FIND_COORDINATOR",
+    "HEARTBEAT", "JOIN_GROUP", "LEAVE_GROUP", "LIST_GROUPS", "METADATA", "OFFSET_COMMIT",
+    "OFFSET_FETCH", "SUBSCRIPTION", "SYNC_GROUP",
+]
