@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 
 import click
 
 from .config import ConfigError, load_config
+from .store.zkserver import ZooKeeperServer, ZooKeeperUnavailable
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,6 +31,32 @@ def run(config_path: str | None) -> None:
     click.echo("groupkeeper run: configuration is valid, but the coordinator server is not built "
                "yet (it arrives with the coordinator issue).", err=True)
     sys.exit(2)
+
+
+@main.command()
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="Where ZooKeeper keeps its snapshots and logs.")
+@click.option("--port", default=2181, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--tick-ms", default=2000, show_default=True, type=click.IntRange(10, 60000),
+              help="ZooKeeper's tickTime: sessions may last 2 to 20 ticks.")
+def zookeeper(data_dir: str, port: int, host: str, tick_ms: int) -> None:
+    """Run a standalone ZooKeeper server in the foreground until SIGINT or SIGTERM."""
+    server = ZooKeeperServer(data_dir, port, host, tick_ms)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        server.start(foreground=True)
+    except ZooKeeperUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"groupkeeper: ZooKeeper serving on {server.connect_string}", err=True)
+    try:
+        while not stop.wait(0.2):
+            if server.process is None or server.process.poll() is not None:
+                raise click.ClickException("ZooKeeper exited unexpectedly")
+    finally:
+        server.stop()
 
 
 @main.group()

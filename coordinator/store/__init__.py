@@ -1,0 +1,1 @@
+"""Everything groupkeeper keeps in ZooKeeper, and the ZooKeeper server itself."""

@@ -1,0 +1,76 @@
+"""The ZooKeeper server from Debian's packages: started, used, crashed and restarted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from kazoo.client import KazooClient
+
+from coordinator.store.zkserver import ZooKeeperServer, four_letter_word
+from tests.conftest import free_port
+
+
+def test_the_fixture_server_answers_and_stores(zookeeper):
+    assert four_letter_word(zookeeper.host, zookeeper.port, b"ruok") == b"imok"
+    client = KazooClient(hosts=zookeeper.connect_string)
+    client.start(timeout=10)
+    try:
+        client.ensure_path("/zkserver-test")
+        client.set("/zkserver-test", b"hello")
+        assert client.get("/zkserver-test")[0] == b"hello"
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_data_survives_a_crash_and_restart(tmp_path):
+    server = ZooKeeperServer(tmp_path, free_port(), tick_ms=200)
+    server.start()
+    client = KazooClient(hosts=server.connect_string)
+    try:
+        client.start(timeout=10)
+        client.create("/durable", b"committed")
+        server.kill()
+        server.start()
+        assert client.get("/durable")[0] == b"committed"  # kazoo reconnects by itself
+    finally:
+        client.stop()
+        client.close()
+        server.stop()
+
+
+def test_cli_runs_in_foreground_and_stops_on_sigterm(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "zookeeper", "--data-dir",
+                             str(tmp_path), "--port", str(port), "--tick-ms", "200"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while "serving on" not in line:
+            line = proc.stderr.readline()
+            assert line, "the command ended before ZooKeeper was serving"
+        assert four_letter_word("127.0.0.1", port, b"ruok") == b"imok"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    try:
+        four_letter_word("127.0.0.1", port, b"ruok", timeout=0.5)
+        raise AssertionError("ZooKeeper is still answering after the command stopped")
+    except OSError:
+        pass
+
+
+def test_missing_java_is_one_clear_line(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path))  # no java on this PATH
+    done = subprocess.run([sys.executable, "-m", "coordinator", "zookeeper", "--data-dir",
+                           str(tmp_path / "zk"), "--port", str(free_port())],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "java is not installed" in done.stderr and "apt-get install zookeeper" in done.stderr
+    assert "Traceback" not in done.stderr
