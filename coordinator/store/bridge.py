@@ -1,0 +1,106 @@
+"""kazoo from trio: ZooKeeper calls awaited without blocking the trio thread.
+
+kazoo runs its own threads. Every call here goes through kazoo's asynchronous API; the
+completion callback, which runs on a kazoo thread, only hands the result to trio with
+`TrioToken.run_sync_soon`. Connection state changes (CONNECTED, SUSPENDED, LOST) reach trio
+the same way: kept as `state`, and queued in order for one consumer (`next_state`), so no
+transition is missed, however quickly they follow each other.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import trio
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
+
+
+class ZooKeeperBridge:
+    def __init__(self, hosts: str, session_timeout: float = 10.0):
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout)
+        self.state = KazooState.LOST  # until the first connection
+        self._changes, self._changes_out = trio.open_memory_channel(math.inf)
+        self._token: trio.lowlevel.TrioToken | None = None
+
+    async def start(self, timeout: float = 15.0) -> None:
+        """Connect; raises trio.TooSlowError when ZooKeeper does not answer in time."""
+        self._token = trio.lowlevel.current_trio_token()
+        self.client.add_listener(self._listener)
+        started = self.client.start_async()  # a threading.Event set by kazoo
+        with trio.fail_after(timeout):
+            while not started.is_set():
+                await trio.to_thread.run_sync(started.wait, 0.1)
+        if not self.client.connected:
+            raise ConnectionError(f"could not connect to ZooKeeper at {self.client.hosts}")
+        self.state = KazooState.CONNECTED  # the listener queues the change itself
+
+    async def stop(self) -> None:
+        await trio.to_thread.run_sync(self._stop_blocking)
+
+    def _stop_blocking(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+    # -- connection state -----------------------------------------------------------------
+
+    def _listener(self, state: str) -> None:
+        """On a kazoo thread: must not block or call ZooKeeper."""
+        try:
+            self._token.run_sync_soon(self._set_state, state)
+        except trio.RunFinishedError:
+            pass
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        self._changes.send_nowait(state)
+
+    async def next_state(self) -> str:
+        """The next connection state change, in the order they happened."""
+        return await self._changes_out.receive()
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def wait(self, async_result) -> Any:
+        """The outcome of a kazoo IAsyncResult, raised if it is an exception."""
+        done = trio.Event()
+        token = self._token
+
+        def completed(_):
+            try:
+                token.run_sync_soon(done.set)
+            except trio.RunFinishedError:
+                pass
+
+        async_result.rawlink(completed)
+        await done.wait()
+        return async_result.get_nowait()
+
+    async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
+                     sequence: bool = False, makepath: bool = False) -> str:
+        return await self.wait(self.client.create_async(
+            path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath))
+
+    async def get(self, path: str, watch=None) -> tuple[bytes, Any]:
+        return await self.wait(self.client.get_async(path, watch=watch))
+
+    async def set(self, path: str, value: bytes, version: int = -1) -> Any:
+        return await self.wait(self.client.set_async(path, value, version))
+
+    async def exists(self, path: str, watch=None) -> Any:
+        return await self.wait(self.client.exists_async(path, watch=watch))
+
+    async def get_children(self, path: str, watch=None) -> list[str]:
+        return await self.wait(self.client.get_children_async(path, watch=watch))
+
+    async def delete(self, path: str, version: int = -1) -> Any:
+        return await self.wait(self.client.delete_async(path, version))
+
+    async def ensure_path(self, path: str) -> Any:
+        return await self.wait(self.client.ensure_path_async(path))
+
+    async def commit(self, transaction) -> list:
+        """Commit a kazoo transaction. kazoo does not raise when an operation fails: the
+        caller gets the per-operation results, exceptions included, to inspect."""
+        return await self.wait(transaction.commit_async())

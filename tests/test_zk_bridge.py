@@ -1,0 +1,109 @@
+"""The trio <-> kazoo bridge against a real ZooKeeper."""
+
+from __future__ import annotations
+
+import trio
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.protocol.states import KazooState
+
+from coordinator.store.bridge import ZooKeeperBridge
+from coordinator.store.zkserver import ZooKeeperServer
+from tests.conftest import free_port
+
+
+async def test_calls_are_awaited_in_trio(zookeeper):
+    zk = ZooKeeperBridge(zookeeper.connect_string)
+    await zk.start()
+    try:
+        assert zk.state == KazooState.CONNECTED
+        await zk.ensure_path("/bridge/a")
+        await zk.create("/bridge/a/x", b"1")
+        await zk.create("/bridge/a/y", b"2")
+        assert (await zk.get("/bridge/a/x"))[0] == b"1"
+        await zk.set("/bridge/a/x", b"3")
+        assert (await zk.get("/bridge/a/x"))[0] == b"3"
+        assert sorted(await zk.get_children("/bridge/a")) == ["x", "y"]
+        await zk.delete("/bridge/a/y")
+        assert await zk.exists("/bridge/a/y") is None
+        try:
+            await zk.get("/bridge/a/missing")
+            raise AssertionError("a missing node must raise")
+        except NoNodeError:
+            pass
+    finally:
+        await zk.stop()
+
+
+async def test_a_failed_check_fails_the_whole_transaction_and_is_reported(zookeeper):
+    zk = ZooKeeperBridge(zookeeper.connect_string)
+    await zk.start()
+    try:
+        await zk.create("/bridge/fence", b"owner-1", makepath=True)
+        txn = zk.client.transaction()
+        txn.check("/bridge/fence", 99)  # wrong version: the fence has moved on
+        txn.create("/bridge/written-by-zombie", b"x")
+        results = await zk.commit(txn)
+        assert isinstance(results[0], BadVersionError)
+        assert await zk.exists("/bridge/written-by-zombie") is None
+    finally:
+        await zk.stop()
+
+
+async def test_many_concurrent_calls_complete(zookeeper):
+    zk = ZooKeeperBridge(zookeeper.connect_string)
+    await zk.start()
+    try:
+        await zk.ensure_path("/bridge/many")
+        async with trio.open_nursery() as nursery:
+            for i in range(200):
+                nursery.start_soon(zk.create, f"/bridge/many/n{i}", b"v")
+        assert len(await zk.get_children("/bridge/many")) == 200
+    finally:
+        await zk.stop()
+
+
+async def test_connection_loss_and_recovery_reach_trio(tmp_path):
+    server = ZooKeeperServer(tmp_path, free_port(), tick_ms=200)
+    await trio.to_thread.run_sync(server.start)
+    zk = ZooKeeperBridge(server.connect_string, session_timeout=4.0)
+    try:
+        await zk.start()
+        await trio.to_thread.run_sync(server.kill)
+        assert await zk.next_state() == KazooState.CONNECTED
+        with trio.fail_after(10):
+            assert await zk.next_state() == KazooState.SUSPENDED
+        await trio.to_thread.run_sync(server.start)
+        with trio.fail_after(20):
+            assert await zk.next_state() == KazooState.CONNECTED
+        assert (await zk.exists("/")) is not None
+    finally:
+        await zk.stop()
+        await trio.to_thread.run_sync(server.stop)
+
+
+async def test_session_expiry_is_seen_as_lost_then_recovers(zookeeper):
+    zk = ZooKeeperBridge(zookeeper.connect_string, session_timeout=4.0)
+    await zk.start()
+    try:
+        assert await zk.next_state() == KazooState.CONNECTED
+        # As kazoo's own test harness does: a second client joins the session with its id
+        # and password and closes it, which expires the session for the first.
+        session_id, password = zk.client.client_id
+
+        def expire():
+            other = KazooClient(hosts=zookeeper.connect_string, client_id=(session_id, password))
+            other.start(timeout=10)
+            other.stop()
+            other.close()
+
+        await trio.to_thread.run_sync(expire)
+        with trio.fail_after(20):
+            states = []
+            while not states or states[-1] != KazooState.CONNECTED:
+                states.append(await zk.next_state())
+        assert KazooState.LOST in states
+        assert zk.client.client_id[0] != session_id  # a new session
+        assert (await zk.exists("/")) is not None
+    finally:
+        await zk.stop()
