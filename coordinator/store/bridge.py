@@ -20,6 +20,7 @@ from kazoo.protocol.states import KazooState
 class ZooKeeperBridge:
     def __init__(self, hosts: str, session_timeout: float = 10.0):
         self.client = KazooClient(hosts=hosts, timeout=session_timeout)
+        self.session_timeout = session_timeout
         self.state = KazooState.LOST  # until the first connection
         self._changes, self._changes_out = trio.open_memory_channel(math.inf)
         self._token: trio.lowlevel.TrioToken | None = None

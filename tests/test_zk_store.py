@@ -1,0 +1,232 @@
+"""The ZooKeeper store against a real ZooKeeper: fencing, durability, sizes, self-fencing."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import trio
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
+
+from coordinator.store import layout
+from coordinator.store.bridge import ZooKeeperBridge
+from coordinator.store.fence import NotOwner, StoreUnavailable, acquire
+from coordinator.store.partition import PartitionStore
+from coordinator.store.session import SessionGuard
+from coordinator.store.zkserver import ZooKeeperServer
+from tests.conftest import free_port
+
+_partitions = itertools.count(100)  # a fresh group-partition per test on the shared server
+
+
+async def _bridge(connect: str, timeout: float = 4.0) -> ZooKeeperBridge:
+    zk = ZooKeeperBridge(connect, session_timeout=timeout)
+    await zk.start()
+    return zk
+
+
+async def _owner(zk: ZooKeeperBridge, partition: int, nursery, guard=None) -> PartitionStore:
+    store = PartitionStore(zk, await acquire(zk, partition, {"instance": 1}), guard)
+    await store.load()
+    await nursery.start(store.run_writer)
+    return store
+
+
+def _expire(connect: str, zk: ZooKeeperBridge) -> None:
+    """Expire `zk`'s session as kazoo's own test harness does: join it, then close it."""
+    other = KazooClient(hosts=connect, client_id=zk.client.client_id)
+    other.start(timeout=10)
+    other.stop()
+    other.close()
+
+
+async def test_group_metadata_and_offsets_read_back_by_a_new_owner(zookeeper):
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            meta = {"generation": 3, "protocol": "range", "members": [{"id": "m1"}]}
+            await store.write_group("orders/eu.1", meta)
+            await store.commit_offsets("orders/eu.1", {("t", 0): (42, 5, "meta", 1000),
+                                                       ("t", 9): (7, -1, None, 1001)})
+            await store.commit_offsets("standalone", {("u.v", 3): (1, -1, "", 1002)})
+            nursery.cancel_scope.cancel()
+        loaded = await PartitionStore(zk, store.fence).load()
+        assert loaded.groups == {"orders/eu.1": meta}
+        assert loaded.offsets == {"orders/eu.1": {"t": {0: (42, 5, "meta", 1000), 9: (7, -1, None, 1001)}},
+                                  "standalone": {"u.v": {3: (1, -1, "", 1002)}}}
+    finally:
+        await zk.stop()
+
+
+async def test_a_second_instance_cannot_take_an_owned_partition(zookeeper):
+    partition = next(_partitions)
+    a, b = await _bridge(zookeeper.connect_string), await _bridge(zookeeper.connect_string)
+    try:
+        await acquire(a, partition, {"instance": 1})
+        with pytest.raises(NotOwner):
+            await acquire(b, partition, {"instance": 2})
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_fencing_a_zombie_owner_writes_nothing(zookeeper):
+    partition = next(_partitions)
+    a, b = await _bridge(zookeeper.connect_string), await _bridge(zookeeper.connect_string)
+    try:
+        async with trio.open_nursery() as nursery:
+            old = await _owner(a, partition, nursery)
+            await old.write_group("g", {"generation": 1})
+            await old.commit_offsets("g", {("t", 0): (10, -1, "", 1)})
+
+            # A's session expires (a long pause, say); B takes the partition over.
+            await trio.to_thread.run_sync(_expire, zookeeper.connect_string, a)
+            with trio.fail_after(20):
+                while True:
+                    try:
+                        new = await _owner(b, partition, nursery)
+                        break
+                    except NotOwner:  # A's ephemeral owner znode is not gone yet
+                        await trio.sleep(0.05)
+            assert new.fence.epoch == old.fence.epoch + 1
+
+            # A, reconnected with a new session, still believes it owns the partition.
+            with trio.fail_after(20):
+                states = [await a.next_state()]
+                while KazooState.LOST not in states or states[-1] != KazooState.CONNECTED:
+                    states.append(await a.next_state())
+            with pytest.raises(NotOwner):
+                await old.commit_offsets("g", {("t", 0): (999, -1, "", 2), ("t2", 1): (5, -1, "", 2)})
+            with pytest.raises(NotOwner):
+                await old.write_group("g", {"generation": 99})
+            with pytest.raises(NotOwner):
+                await old.write_group("zombie-group", {"generation": 1})
+            nursery.cancel_scope.cancel()
+
+        loaded = await PartitionStore(b, new.fence).load()
+        assert loaded.groups == {"g": {"generation": 1}}
+        assert loaded.offsets == {"g": {"t": {0: (10, -1, "", 1)}}}
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_concurrent_commits_are_flushed_together(zookeeper):
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            async with trio.open_nursery() as commits:
+                for i in range(200):
+                    commits.start_soon(store.commit_offsets, f"g{i % 5}",
+                                       {("t", p): (i, -1, "", i) for p in range(10)})
+            assert store.multis < 20  # 200 requests, a handful of multi() calls
+            nursery.cancel_scope.cancel()
+        loaded = await PartitionStore(zk, store.fence).load()
+        assert sum(len(p) for topics in loaded.offsets.values() for p in topics.values()) == 50
+    finally:
+        await zk.stop()
+
+
+async def test_large_commits_stay_under_the_size_limit(zookeeper):
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    metadata = "\x01" * layout.MAX_METADATA_CHARS  # escapes to 6 bytes a character in JSON
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            entries = {("big", p): (p, -1, metadata, 1) for p in range(300)}
+            await store.commit_offsets("g", entries)  # about 7 MB of shards in all
+            assert store.multis > 1
+            nursery.cancel_scope.cancel()
+        topic = layout.topic_offsets_path(partition, "g", "big")
+        shards = await zk.get_children(topic)
+        assert len(shards) == 300 // layout.SHARD_PARTITIONS + 1
+        for shard in shards:
+            data, _ = await zk.get(f"{topic}/{shard}")
+            assert len(data) < layout.MAX_REQUEST_BYTES
+        loaded = await PartitionStore(zk, store.fence).load()
+        assert loaded.offsets["g"]["big"] == {p: (p, -1, metadata, 1) for p in range(300)}
+    finally:
+        await zk.stop()
+
+
+async def test_no_acknowledged_commit_is_lost_when_zookeeper_crashes(tmp_path):
+    server = ZooKeeperServer(tmp_path, free_port(), tick_ms=500)  # sessions of up to 10 s
+    await trio.to_thread.run_sync(server.start)
+    zk = await _bridge(server.connect_string, timeout=10.0)
+    acked: dict[tuple[str, int], int] = {}
+    refused = 0
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, 0, nursery)
+
+            async def committer(worker: int):
+                nonlocal refused
+                for seq in range(1, 400):
+                    entries = {(f"t{worker}", p): (seq, -1, "", seq) for p in range(5)}
+                    try:
+                        await store.commit_offsets("g", entries)
+                    except StoreUnavailable:
+                        refused += 1
+                        continue
+                    for key in entries:
+                        acked[key] = seq
+
+            async with trio.open_nursery() as workers:
+                for worker in range(4):
+                    workers.start_soon(committer, worker)
+                with trio.fail_after(30):
+                    while len(acked) < 20 or min(acked.values()) < 50:
+                        await trio.sleep(0.01)
+                await trio.to_thread.run_sync(server.kill)
+                with trio.fail_after(30):  # the crash is seen: commits are refused
+                    while not refused:
+                        await trio.sleep(0.01)
+                await trio.to_thread.run_sync(server.start)
+            nursery.cancel_scope.cancel()
+        assert refused > 0 and min(acked.values()) > 50
+
+        fresh = KazooClient(hosts=server.connect_string)
+        await trio.to_thread.run_sync(fresh.start, 10)
+        try:
+            for (topic, p), seq in acked.items():
+                path = layout.shard_path(0, "g", topic, layout.shard_of(p))
+                data, _ = await trio.to_thread.run_sync(fresh.get, path)
+                assert layout.decode(data)[str(p)][0] >= seq
+        finally:
+            await trio.to_thread.run_sync(fresh.stop)
+    finally:
+        await zk.stop()
+        await trio.to_thread.run_sync(server.stop)
+
+
+async def test_a_suspended_session_stops_writes_then_fences(tmp_path):
+    server = ZooKeeperServer(tmp_path, free_port(), tick_ms=200)
+    await trio.to_thread.run_sync(server.start)
+    zk = await _bridge(server.connect_string, timeout=3.0)
+    fenced = trio.Event()
+    try:
+        async with trio.open_nursery() as nursery:
+            guard = SessionGuard(zk, zk.session_timeout, on_fenced=fenced.set)
+            await nursery.start(guard.run)
+            store = await _owner(zk, 0, nursery, guard)
+            await store.commit_offsets("g", {("t", 0): (1, -1, "", 1)})
+            await trio.to_thread.run_sync(server.kill)
+            with trio.fail_after(10):
+                while guard.writable:
+                    await trio.sleep(0.01)
+            with pytest.raises(StoreUnavailable):
+                await store.commit_offsets("g", {("t", 0): (2, -1, "", 2)})
+            with trio.fail_after(10):  # fenced before kazoo could ever report LOST
+                await fenced.wait()
+            with pytest.raises(NotOwner):
+                await store.commit_offsets("g", {("t", 0): (3, -1, "", 3)})
+            nursery.cancel_scope.cancel()
+    finally:
+        await zk.stop()
+        await trio.to_thread.run_sync(server.stop)
