@@ -9,8 +9,34 @@ import threading
 
 import click
 
+from kazoo.exceptions import KazooException
+
 from .config import ConfigError, load_config
+from .store.topic_admin import AdminError, RegistryAdmin
 from .store.zkserver import ZooKeeperServer, ZooKeeperUnavailable
+
+DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
+zookeeper_option = click.option(
+    "--zookeeper", "hosts", default=DEFAULT_ZOOKEEPER, show_default=True, envvar="GROUPKEEPER_ZOOKEEPER",
+    help="ZooKeeper connect string: HOST:PORT[,HOST:PORT...][/chroot].")
+
+
+def _admin(hosts: str) -> RegistryAdmin:
+    try:
+        return RegistryAdmin(hosts)
+    except AdminError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _admin_call(hosts: str, action):
+    """Run `action(admin)`; refusals and ZooKeeper failures become one line and exit 1."""
+    with _admin(hosts) as admin:
+        try:
+            return action(admin)
+        except AdminError as exc:
+            raise click.ClickException(str(exc)) from None
+        except KazooException as exc:
+            raise click.ClickException(f"ZooKeeper error: {type(exc).__name__}") from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,6 +83,86 @@ def zookeeper(data_dir: str, port: int, host: str, tick_ms: int) -> None:
                 raise click.ClickException("ZooKeeper exited unexpectedly")
     finally:
         server.stop()
+
+
+@main.group()
+def topics() -> None:
+    """Kafka's topic registry in ZooKeeper (for development where no broker writes it)."""
+
+
+@topics.command("create")
+@click.argument("name")
+@click.option("--partitions", required=True, type=click.IntRange(1, 1_000_000))
+@click.option("--replication-factor", default=1, show_default=True, type=click.IntRange(1, 100))
+@zookeeper_option
+def topics_create(name: str, partitions: int, replication_factor: int, hosts: str) -> None:
+    """Create topic NAME."""
+    _admin_call(hosts, lambda admin: admin.create_topic(name, partitions, replication_factor))
+    click.echo(f"Created topic {name}.")
+
+
+@topics.command("alter")
+@click.argument("name")
+@click.option("--partitions", required=True, type=click.IntRange(1, 1_000_000),
+              help="The new partition count; it can only grow.")
+@zookeeper_option
+def topics_alter(name: str, partitions: int, hosts: str) -> None:
+    """Increase the partition count of topic NAME."""
+    _admin_call(hosts, lambda admin: admin.alter_partitions(name, partitions))
+    click.echo(f"Topic {name} now has {partitions} partitions.")
+
+
+@topics.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@zookeeper_option
+def topics_list(as_json: bool, hosts: str) -> None:
+    """List topics."""
+    names = _admin_call(hosts, lambda admin: admin.topics())
+    click.echo(json.dumps(names) if as_json else "\n".join(names))
+
+
+@topics.command("describe")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@zookeeper_option
+def topics_describe(name: str, as_json: bool, hosts: str) -> None:
+    """Partitions, replicas and leaders of topic NAME, as kafka-topics.sh --describe shows them."""
+    def describe(admin: RegistryAdmin) -> list[dict]:
+        rows = []
+        for p, replicas in sorted(admin.replicas(name).items()):
+            state = admin.leader(name, p)
+            rows.append({"partition": p, "leader": state[0] if state else None,
+                         "replicas": replicas, "isr": state[1] if state else []})
+        return rows
+    rows = _admin_call(hosts, describe)
+    if as_json:
+        click.echo(json.dumps({"topic": name, "partitions": rows}))
+        return
+    factor = len(rows[0]["replicas"]) if rows else 0
+    click.echo(f"Topic: {name}\tPartitionCount: {len(rows)}\tReplicationFactor: {factor}")
+    for row in rows:
+        leader = "none" if row["leader"] is None else row["leader"]
+        click.echo(f"\tTopic: {name}\tPartition: {row['partition']}\tLeader: {leader}\t"
+                   f"Replicas: {','.join(map(str, row['replicas']))}\tIsr: {','.join(map(str, row['isr']))}")
+
+
+@main.group()
+def brokers() -> None:
+    """Kafka's broker registry in ZooKeeper."""
+
+
+@brokers.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@zookeeper_option
+def brokers_list(as_json: bool, hosts: str) -> None:
+    """List registered brokers."""
+    found = _admin_call(hosts, lambda admin: admin.brokers())
+    if as_json:
+        click.echo(json.dumps([{"id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in found]))
+        return
+    click.echo(f"{'ID':<6} {'HOST':<30} {'PORT':<6} RACK")
+    for b in found:
+        click.echo(f"{b.id:<6} {b.host:<30} {b.port:<6} {b.rack or '-'}")
 
 
 @main.group()

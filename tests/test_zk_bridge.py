@@ -67,15 +67,16 @@ async def test_connection_loss_and_recovery_reach_trio(tmp_path):
     server = ZooKeeperServer(tmp_path, free_port(), tick_ms=200)
     await trio.to_thread.run_sync(server.start)
     zk = ZooKeeperBridge(server.connect_string, session_timeout=4.0)
+    states = zk.subscribe_states()
     try:
         await zk.start()
         await trio.to_thread.run_sync(server.kill)
-        assert await zk.next_state() == KazooState.CONNECTED
+        assert await states.receive() == KazooState.CONNECTED
         with trio.fail_after(10):
-            assert await zk.next_state() == KazooState.SUSPENDED
+            assert await states.receive() == KazooState.SUSPENDED
         await trio.to_thread.run_sync(server.start)
         with trio.fail_after(20):
-            assert await zk.next_state() == KazooState.CONNECTED
+            assert await states.receive() == KazooState.CONNECTED
         assert (await zk.exists("/")) is not None
     finally:
         await zk.stop()
@@ -84,9 +85,10 @@ async def test_connection_loss_and_recovery_reach_trio(tmp_path):
 
 async def test_session_expiry_is_seen_as_lost_then_recovers(zookeeper):
     zk = ZooKeeperBridge(zookeeper.connect_string, session_timeout=4.0)
+    states = zk.subscribe_states()
     await zk.start()
     try:
-        assert await zk.next_state() == KazooState.CONNECTED
+        assert await states.receive() == KazooState.CONNECTED
         # As kazoo's own test harness does: a second client joins the session with its id
         # and password and closes it, which expires the session for the first.
         session_id, password = zk.client.client_id
@@ -99,10 +101,10 @@ async def test_session_expiry_is_seen_as_lost_then_recovers(zookeeper):
 
         await trio.to_thread.run_sync(expire)
         with trio.fail_after(20):
-            states = []
-            while not states or states[-1] != KazooState.CONNECTED:
-                states.append(await zk.next_state())
-        assert KazooState.LOST in states
+            seen = []
+            while not seen or seen[-1] != KazooState.CONNECTED:
+                seen.append(await states.receive())
+        assert KazooState.LOST in seen
         assert zk.client.client_id[0] != session_id  # a new session
         assert (await zk.exists("/")) is not None
     finally:

@@ -3,8 +3,8 @@
 kazoo runs its own threads. Every call here goes through kazoo's asynchronous API; the
 completion callback, which runs on a kazoo thread, only hands the result to trio with
 `TrioToken.run_sync_soon`. Connection state changes (CONNECTED, SUSPENDED, LOST) reach trio
-the same way: kept as `state`, and queued in order for one consumer (`next_state`), so no
-transition is missed, however quickly they follow each other.
+the same way: kept as `state`, and queued in order for each subscriber (`subscribe_states`),
+so no transition is missed, however quickly they follow each other.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class ZooKeeperBridge:
         self.client = KazooClient(hosts=hosts, timeout=session_timeout)
         self.session_timeout = session_timeout
         self.state = KazooState.LOST  # until the first connection
-        self._changes, self._changes_out = trio.open_memory_channel(math.inf)
+        self._subscribers: list[trio.MemorySendChannel] = []
         self._token: trio.lowlevel.TrioToken | None = None
 
     async def start(self, timeout: float = 15.0) -> None:
@@ -55,11 +55,14 @@ class ZooKeeperBridge:
 
     def _set_state(self, state: str) -> None:
         self.state = state
-        self._changes.send_nowait(state)
+        for channel in self._subscribers:
+            channel.send_nowait(state)
 
-    async def next_state(self) -> str:
-        """The next connection state change, in the order they happened."""
-        return await self._changes_out.receive()
+    def subscribe_states(self) -> trio.MemoryReceiveChannel:
+        """A channel of every connection state change from now on, in order."""
+        send, receive = trio.open_memory_channel(math.inf)
+        self._subscribers.append(send)
+        return receive
 
     # -- calls ----------------------------------------------------------------------------
 

@@ -23,11 +23,12 @@ class SessionGuard:
         self.on_fenced = on_fenced  # called once when ownership must be given up
         self.writable = zk.state == KazooState.CONNECTED
         self.fenced = False
+        self._states = zk.subscribe_states()
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
-            state = await self.zk.next_state()
+            state = await self._states.receive()
             if state == KazooState.CONNECTED:
                 self.writable = not self.fenced
                 continue
@@ -37,7 +38,7 @@ class SessionGuard:
                 continue
             # SUSPENDED: fenced unless the connection comes back in time
             with trio.move_on_after(self.session_timeout * SAFE_FRACTION):
-                state = await self.zk.next_state()
+                state = await self._states.receive()
                 if state == KazooState.CONNECTED:
                     self.writable = not self.fenced
                     continue

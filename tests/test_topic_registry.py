@@ -1,0 +1,156 @@
+"""Kafka's topic registry: the CLI that writes it and the watch-driven view that reads it."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import trio
+from click.testing import CliRunner
+from kazoo.client import KazooClient
+
+from coordinator.cli import main
+from coordinator.store.bridge import ZooKeeperBridge
+from coordinator.store.registry import TopicChange, TopicRegistry, parse_broker
+
+_names = (f"topic-{i}" for i in itertools.count())
+
+
+def cli(zookeeper, *args: str):
+    return CliRunner().invoke(main, [*args, "--zookeeper", zookeeper.connect_string])
+
+
+def test_create_list_describe_and_alter(zookeeper):
+    name = next(_names)
+    assert cli(zookeeper, "topics", "create", name, "--partitions", "3").exit_code == 0
+    listed = cli(zookeeper, "topics", "list", "--json")
+    assert name in json.loads(listed.output)
+    described = json.loads(cli(zookeeper, "topics", "describe", name, "--json").output)
+    assert [p["partition"] for p in described["partitions"]] == [0, 1, 2]
+    assert all(p["leader"] is None and len(p["replicas"]) == 1 for p in described["partitions"])
+    text = cli(zookeeper, "topics", "describe", name).output
+    assert f"Topic: {name}\tPartitionCount: 3\tReplicationFactor: 1" in text
+
+    assert cli(zookeeper, "topics", "alter", name, "--partitions", "5").exit_code == 0
+    described = json.loads(cli(zookeeper, "topics", "describe", name, "--json").output)
+    assert len(described["partitions"]) == 5
+
+
+def test_a_decrease_is_refused_with_one_clear_line(zookeeper):
+    name = next(_names)
+    cli(zookeeper, "topics", "create", name, "--partitions", "4")
+    result = cli(zookeeper, "topics", "alter", name, "--partitions", "2")
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"Error: topic '{name}' has 4 partitions; the count can only be increased, not decreased to 2"]
+    described = json.loads(cli(zookeeper, "topics", "describe", name, "--json").output)
+    assert len(described["partitions"]) == 4
+
+
+def test_bad_requests_are_one_line_and_non_zero(zookeeper):
+    for args, message in [
+        (("topics", "describe", "no-such-topic"), "does not exist"),
+        (("topics", "alter", "no-such-topic", "--partitions", "3"), "does not exist"),
+        (("topics", "create", "bad/name", "--partitions", "1"), "invalid topic name"),
+        (("topics", "create", "x", "--partitions", "0"), "Invalid value"),
+    ]:
+        result = cli(zookeeper, *args)
+        assert result.exit_code != 0, args
+        assert message in result.output, (args, result.output)
+        assert "Traceback" not in result.output
+    name = next(_names)
+    cli(zookeeper, "topics", "create", name, "--partitions", "1")
+    again = cli(zookeeper, "topics", "create", name, "--partitions", "1")
+    assert again.exit_code == 1 and "already exists" in again.output
+
+
+def test_unreachable_zookeeper_is_one_line():
+    result = CliRunner().invoke(main, ["topics", "list", "--zookeeper", "127.0.0.1:1"])
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: cannot reach ZooKeeper at 127.0.0.1:1 within 5s"
+
+
+def test_brokers_are_listed_from_kafkas_layout(zookeeper):
+    client = KazooClient(hosts=zookeeper.connect_string)
+    client.start(timeout=10)
+    try:
+        client.create("/brokers/ids/7", json.dumps(
+            {"host": "broker7.local", "port": 9092, "rack": "r1"}).encode(), makepath=True)
+        client.create("/brokers/ids/8", json.dumps(
+            {"endpoints": ["PLAINTEXT://[::1]:9093"], "host": None, "port": -1}).encode())
+        listed = json.loads(cli(zookeeper, "brokers", "list", "--json").output)
+        assert {"id": 7, "host": "broker7.local", "port": 9092, "rack": "r1"} in listed
+        assert {"id": 8, "host": "::1", "port": 9093, "rack": None} in listed
+        # with brokers registered, replicas are assigned round-robin over them
+        name = next(_names)
+        cli(zookeeper, "topics", "create", name, "--partitions", "2", "--replication-factor", "2")
+        described = json.loads(cli(zookeeper, "topics", "describe", name, "--json").output)
+        assert all(sorted(p["replicas"]) == [7, 8] for p in described["partitions"])
+        too_many = cli(zookeeper, "topics", "create", next(_names), "--partitions", "1",
+                       "--replication-factor", "3")
+        assert too_many.exit_code == 1 and "larger than the 2 registered brokers" in too_many.output
+    finally:
+        client.delete("/brokers/ids", recursive=True)
+        client.stop()
+        client.close()
+
+
+def test_broker_entries_that_do_not_parse_are_skipped():
+    assert parse_broker("1", b"not json") is None
+    assert parse_broker("x", b'{"host": "h", "port": 1}') is None
+
+
+async def test_creation_and_increases_reach_subscribers_within_a_second(zookeeper):
+    zk = ZooKeeperBridge(zookeeper.connect_string)
+    await zk.start()
+    name = next(_names)
+    try:
+        async with trio.open_nursery() as nursery:
+            registry = TopicRegistry(zk)
+            changes = registry.subscribe()
+            await nursery.start(registry.run)
+            await trio.to_thread.run_sync(cli, zookeeper, "topics", "create", name, "--partitions", "2")
+            with trio.fail_after(1):
+                change = await changes.receive()
+                while change.topic != name:
+                    change = await changes.receive()
+            assert change == TopicChange(name, 0, 2)
+            await trio.to_thread.run_sync(cli, zookeeper, "topics", "alter", name, "--partitions", "6")
+            with trio.fail_after(1):
+                assert await changes.receive() == TopicChange(name, 2, 6)
+            assert registry.partitions[name] == 6
+            nursery.cancel_scope.cancel()
+    finally:
+        await zk.stop()
+
+
+async def test_watches_come_back_after_a_session_expiry(zookeeper):
+    zk = ZooKeeperBridge(zookeeper.connect_string, session_timeout=4.0)
+    states = zk.subscribe_states()
+    await zk.start()
+    name = next(_names)
+    try:
+        async with trio.open_nursery() as nursery:
+            registry = TopicRegistry(zk)
+            changes = registry.subscribe()
+            await nursery.start(registry.run)
+
+            def expire():
+                other = KazooClient(hosts=zookeeper.connect_string, client_id=zk.client.client_id)
+                other.start(timeout=10)
+                other.stop()
+                other.close()
+            await trio.to_thread.run_sync(expire)
+            with trio.fail_after(20):
+                seen = [await states.receive()]
+                while "LOST" not in seen or seen[-1] != "CONNECTED":
+                    seen.append(await states.receive())
+            await trio.to_thread.run_sync(cli, zookeeper, "topics", "create", name, "--partitions", "3")
+            with trio.fail_after(2):
+                change = await changes.receive()
+                while change.topic != name:
+                    change = await changes.receive()
+            assert change == TopicChange(name, 0, 3)
+            nursery.cancel_scope.cancel()
+    finally:
+        await zk.stop()
