@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 import threading
 
 import click
 
+import trio
 from kazoo.exceptions import KazooException
 
+from . import daemon, logs
 from .config import ConfigError, load_config
 from .store.topic_admin import AdminError, RegistryAdmin
 from .store.zkserver import ZooKeeperServer, ZooKeeperUnavailable
@@ -47,16 +48,25 @@ def main() -> None:
 
 @main.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="TOML configuration file (flags win over its keys).")
-def run(config_path: str | None) -> None:
-    """Run a coordinator instance."""
+              help="TOML configuration file; flags win over its keys.")
+@click.option("--zookeeper", help="ZooKeeper connect string; absent: an embedded ZooKeeper.")
+@click.option("--embedded-zookeeper-port", type=click.IntRange(1, 65535))
+@click.option("--zk-session-timeout", type=click.FloatRange(1, 600), help="Seconds.")
+@click.option("--data-dir", type=click.Path(file_okay=False))
+@click.option("--instance-id", type=click.IntRange(0, 2**31 - 1))
+@click.option("--log-format", type=click.Choice(logs.FORMATS))
+def run(config_path: str | None, **flags) -> None:
+    """Run a coordinator instance until SIGINT or SIGTERM."""
     try:
-        load_config(config_path)
+        config = load_config(config_path)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo("groupkeeper run: configuration is valid, but the coordinator server is not built "
-               "yet (it arrives with the coordinator issue).", err=True)
-    sys.exit(2)
+    config.update({key: value for key, value in flags.items() if value is not None})
+    logs.configure(config["log_format"])
+    try:
+        trio.run(daemon.run, config)
+    except (daemon.StartupError, ZooKeeperUnavailable) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.command()

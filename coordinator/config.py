@@ -20,6 +20,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "advertised_listener": (str, ""),
     "metrics_listen": (str, "127.0.0.1:9095"),
     "zookeeper": (str, ""),
+    "embedded_zookeeper_port": (int, 2181),
     "zk_session_timeout": (float, 10.0),
     "data_dir": (str, "var/groupkeeper"),
     "instance_id": (int, 0),

@@ -1,0 +1,103 @@
+"""`groupkeeper run`: its own ZooKeeper or an existing one, registration, clean shutdown."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+from kazoo.client import KazooClient
+
+from coordinator.store.zkserver import four_letter_word
+from tests.conftest import free_port
+
+
+def _start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "coordinator", "run", "--log-format", "json", *args],
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(proc: subprocess.Popen, event: str) -> dict:
+    """Read the JSON log until `event`; the process ending first fails the test."""
+    for line in proc.stderr:
+        entry = json.loads(line)
+        if entry["event"] == event:
+            return entry
+    raise AssertionError(f"groupkeeper run exited ({proc.wait()}) before logging {event!r}")
+
+
+def _stop(proc: subprocess.Popen) -> int:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_run_with_an_embedded_zookeeper(tmp_path):
+    port = free_port()
+    proc = _start("--data-dir", str(tmp_path), "--embedded-zookeeper-port", str(port),
+                  "--instance-id", "3")
+    try:
+        _wait_for(proc, "instance registered")
+        client = KazooClient(hosts=f"127.0.0.1:{port}")
+        client.start(timeout=10)
+        try:
+            assert client.exists("/groupkeeper/instances/3") is not None
+        finally:
+            client.stop()
+            client.close()
+        assert (tmp_path / "zookeeper" / "zoo.cfg").exists()
+        assert _stop(proc) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    try:
+        four_letter_word("127.0.0.1", port, b"ruok", timeout=0.5)
+        raise AssertionError("the embedded ZooKeeper outlived groupkeeper run")
+    except OSError:
+        pass
+
+
+def test_run_with_an_existing_zookeeper_registers_and_deregisters(zookeeper, tmp_path):
+    proc = _start("--zookeeper", zookeeper.connect_string, "--data-dir", str(tmp_path),
+                  "--instance-id", "41")
+    client = KazooClient(hosts=zookeeper.connect_string)
+    client.start(timeout=10)
+    try:
+        _wait_for(proc, "instance registered")
+        assert client.exists("/groupkeeper/instances/41") is not None
+        second = subprocess.run([sys.executable, "-m", "coordinator", "run", "--zookeeper",
+                                 zookeeper.connect_string, "--instance-id", "41",
+                                 "--data-dir", str(tmp_path)],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1
+        assert "instance id 41 is already registered" in second.stderr
+        assert "Traceback" not in second.stderr
+        assert _stop(proc) == 0
+        assert client.exists("/groupkeeper/instances/41") is None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        client.stop()
+        client.close()
+
+
+def test_a_bad_config_key_names_itself(tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text('listen = "127.0.0.1:9094"\nzookeper = "localhost:2181"\n')
+    done = subprocess.run([sys.executable, "-m", "coordinator", "run", "--config", str(config)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "unknown key 'zookeper'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_unreachable_zookeeper_is_one_clear_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "coordinator", "run", "--zookeeper", "127.0.0.1:1",
+                           "--zk-session-timeout", "2", "--data-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == "Error: cannot connect to ZooKeeper at 127.0.0.1:1"
