@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import threading
 
@@ -192,3 +193,25 @@ def bench_codec(as_json: bool, round_seconds: float) -> None:
         raise click.ClickException(f"bench codec needs kafka-python (the 'test' extra): {exc}") from None
     results = codec.run(round_seconds)
     click.echo(json.dumps({"results": results}, indent=2) if as_json else codec.table(results))
+
+
+@bench.command("zk-commits")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--zookeeper", help="Use this ZooKeeper; absent: a fresh local one in a temporary directory.")
+@click.option("--seconds", default=5.0, show_default=True, type=click.FloatRange(0.5, 600),
+              help="Length of each throughput and latency run.")
+@click.option("--committers", default=200, show_default=True, type=click.IntRange(1, 10_000),
+              help="Concurrent committers (one group each) in the throughput runs.")
+@click.option("--rate", default=5000.0, show_default=True, type=click.FloatRange(1, 1_000_000),
+              help="Commit requests per second offered in the latency run.")
+def bench_zk_commits(as_json: bool, zookeeper: str | None, seconds: float, committers: int,
+                     rate: float) -> None:
+    """Committed partition-offsets per second into ZooKeeper: group commit against one
+    multi() per request and one write per partition; p99 latency at a fixed load."""
+    from .bench import zk_commits
+    logs.configure("console", logging.ERROR)  # kazoo's reconnect chatter would garble the table
+    try:
+        result = zk_commits.run(zookeeper, seconds, committers, rate)
+    except ZooKeeperUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else zk_commits.table(result))

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
-from coordinator.store.zkserver import ZooKeeperServer
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from coordinator.store.zkserver import ZooKeeperServer, free_port
 
 
 @pytest.fixture(scope="session")

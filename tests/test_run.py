@@ -10,7 +10,7 @@ import sys
 from kazoo.client import KazooClient
 
 from coordinator.store.zkserver import four_letter_word
-from tests.conftest import free_port
+from coordinator.store.zkserver import free_port
 
 
 def _start(*args: str) -> subprocess.Popen:

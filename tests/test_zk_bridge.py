@@ -9,7 +9,7 @@ from kazoo.protocol.states import KazooState
 
 from coordinator.store.bridge import ZooKeeperBridge
 from coordinator.store.zkserver import ZooKeeperServer
-from tests.conftest import free_port
+from coordinator.store.zkserver import free_port
 
 
 async def test_calls_are_awaited_in_trio(zookeeper):
@@ -43,7 +43,7 @@ async def test_a_failed_check_fails_the_whole_transaction_and_is_reported(zookee
         txn = zk.client.transaction()
         txn.check("/bridge/fence", 99)  # wrong version: the fence has moved on
         txn.create("/bridge/written-by-zombie", b"x")
-        results = await zk.commit(txn)
+        results = await zk.wait(txn.commit_async())
         assert isinstance(results[0], BadVersionError)
         assert await zk.exists("/bridge/written-by-zombie") is None
     finally:

@@ -12,10 +12,10 @@ from kazoo.protocol.states import KazooState
 from coordinator.store import layout
 from coordinator.store.bridge import ZooKeeperBridge
 from coordinator.store.fence import NotOwner, StoreUnavailable, acquire
-from coordinator.store.partition import PartitionStore
+from coordinator.store.partition import MetadataTooLarge, PartitionStore
 from coordinator.store.session import SessionGuard
 from coordinator.store.zkserver import ZooKeeperServer
-from tests.conftest import free_port
+from coordinator.store.zkserver import free_port
 
 _partitions = itertools.count(100)  # a fresh group-partition per test on the shared server
 
@@ -136,22 +136,40 @@ async def test_concurrent_commits_are_flushed_together(zookeeper):
 async def test_large_commits_stay_under_the_size_limit(zookeeper):
     partition = next(_partitions)
     zk = await _bridge(zookeeper.connect_string)
-    metadata = "\x01" * layout.MAX_METADATA_CHARS  # escapes to 6 bytes a character in JSON
+    metadata = "€" * 4096  # Kafka's longest metadata, 3 bytes a character in UTF-8
     try:
         async with trio.open_nursery() as nursery:
             store = await _owner(zk, partition, nursery)
             entries = {("big", p): (p, -1, metadata, 1) for p in range(300)}
-            await store.commit_offsets("g", entries)  # about 7 MB of shards in all
+            await store.commit_offsets("g", entries)  # about 3.7 MB of shards in all
             assert store.multis > 1
             nursery.cancel_scope.cancel()
         topic = layout.topic_offsets_path(partition, "g", "big")
         shards = await zk.get_children(topic)
-        assert len(shards) == 300 // layout.SHARD_PARTITIONS + 1
+        assert len(shards) == -(-300 // layout.SHARD_PARTITIONS)
         for shard in shards:
             data, _ = await zk.get(f"{topic}/{shard}")
             assert len(data) < layout.MAX_REQUEST_BYTES
         loaded = await PartitionStore(zk, store.fence).load()
         assert loaded.offsets["g"]["big"] == {p: (p, -1, metadata, 1) for p in range(300)}
+    finally:
+        await zk.stop()
+
+
+async def test_metadata_that_cannot_fit_is_refused_and_nothing_lands(zookeeper):
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    hostile = "\x01" * 4096  # 6 bytes a character once escaped as JSON
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            await store.commit_offsets("g", {("t", 0): (1, -1, "", 1)})
+            with pytest.raises(MetadataTooLarge):
+                await store.commit_offsets("g", {("t", p): (2, -1, hostile, 2) for p in range(16)})
+            await store.commit_offsets("g", {("t", 1): (3, -1, hostile, 3)})  # one fits
+            nursery.cancel_scope.cancel()
+        loaded = await PartitionStore(zk, store.fence).load()
+        assert loaded.offsets["g"]["t"] == {0: (1, -1, "", 1), 1: (3, -1, hostile, 3)}
     finally:
         await zk.stop()
 

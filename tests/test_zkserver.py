@@ -10,7 +10,7 @@ import sys
 from kazoo.client import KazooClient
 
 from coordinator.store.zkserver import ZooKeeperServer, four_letter_word
-from tests.conftest import free_port
+from coordinator.store.zkserver import free_port
 
 
 def test_the_fixture_server_answers_and_stores(zookeeper):

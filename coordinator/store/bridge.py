@@ -103,8 +103,3 @@ class ZooKeeperBridge:
 
     async def ensure_path(self, path: str) -> Any:
         return await self.wait(self.client.ensure_path_async(path))
-
-    async def commit(self, transaction) -> list:
-        """Commit a kazoo transaction. kazoo does not raise when an operation fails: the
-        caller gets the per-operation results, exceptions included, to inspect."""
-        return await self.wait(transaction.commit_async())

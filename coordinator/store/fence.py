@@ -60,7 +60,7 @@ async def acquire(zk: ZooKeeperBridge, partition: int, owner_data: dict) -> Fenc
         txn.create(layout.owner_path(partition), layout.encode({**owner_data, "epoch": epoch}),
                    ephemeral=True)
         txn.set_data(epoch_path, b"", version=stat.version)
-        results = await _commit(zk, txn)
+        results = await _results(zk, txn.commit_async())
         if isinstance(results[0], NodeExistsError):
             raise NotOwner(f"group-partition {partition} is owned by another instance")
         if isinstance(results[1], BadVersionError):
@@ -78,17 +78,22 @@ async def release(zk: ZooKeeperBridge, fence: Fence) -> None:
 
 
 async def fenced_commit(zk: ZooKeeperBridge, fence: Fence, txn) -> None:
-    """Commit `txn`, whose first op must be the fence's check. kazoo reports a failed op
+    """Commit `txn`, whose first op must be the fence's check."""
+    await confirm(zk, fence, txn.commit_async())
+
+
+async def confirm(zk: ZooKeeperBridge, fence: Fence, submitted) -> None:
+    """Wait for a submitted fenced multi() (`txn.commit_async()`). kazoo reports a failed op
     in the result list rather than raising, so every result is inspected."""
-    results = await _commit(zk, txn)
+    results = await _results(zk, submitted)
     if isinstance(results[0], (BadVersionError, NoNodeError)):
         raise NotOwner(f"group-partition {fence.partition}: epoch {fence.epoch} is fenced off")
     _raise_first_error(results)
 
 
-async def _commit(zk: ZooKeeperBridge, txn) -> list:
+async def _results(zk: ZooKeeperBridge, submitted) -> list:
     try:
-        return await zk.commit(txn)
+        return await zk.wait(submitted)
     except _UNCONFIRMED as exc:
         raise StoreUnavailable(f"ZooKeeper did not confirm the write: {type(exc).__name__}") from None
 

@@ -1,15 +1,18 @@
 """What the owner of one group-partition keeps in ZooKeeper: group metadata and offsets.
 
 Group metadata is written in one fenced multi() per generation. Offset commits go through a
-group commit: commits that arrive while a multi() is in flight wait and are flushed
+group commit: commits that arrive while multi() calls are in flight wait and are flushed
 together in the next one, each shard (SHARD_PARTITIONS partitions of one topic of one
 group) written once with its merged content. A commit is acknowledged only after the
 multi() that carries it succeeded, and every multi() is cut to MAX_REQUEST_BYTES without
 splitting one commit request across two of them (a single request larger than that is
 split by shard; its partitions are then not all-or-nothing).
 
-The owner's in-memory copy (`durable`) holds exactly what ZooKeeper confirmed, so shard
-writes are whole-znode overwrites built from it, never read-modify-write round trips.
+The owner holds the shards in memory, so writes are whole-znode overwrites, never
+read-modify-write round trips: `durable` is exactly what ZooKeeper confirmed (what
+OffsetFetch may answer), `_latest` adds what is in flight (what the next write builds on,
+so a later multi() never drops an earlier one's values). One session applies multi()
+calls in the order they were sent, and they are sent in the order they were built.
 """
 
 from __future__ import annotations
@@ -22,16 +25,21 @@ from kazoo.exceptions import NoNodeError
 
 from . import layout
 from .bridge import ZooKeeperBridge
-from .fence import Fence, NotOwner, StoreError, StoreUnavailable, fenced_commit
+from .fence import Fence, NotOwner, StoreError, StoreUnavailable, confirm, fenced_commit
 from .session import SessionGuard
 
 # (offset, leader_epoch, metadata, commit_timestamp_ms): one partition's committed offset
 OffsetEntry = tuple[int, int, str | None, int]
 ShardKey = tuple[str, str, int]  # (group, topic, shard)
+PIPELINE_DEPTH = 2  # offset multi() calls in flight at once
 
 
 class GroupTooLarge(StoreError):
     """Group metadata that does not fit in one znode under MAX_REQUEST_BYTES."""
+
+
+class MetadataTooLarge(StoreError):
+    """Offset metadata that would push a shard over MAX_SHARD_BYTES: OFFSET_METADATA_TOO_LARGE."""
 
 
 @dataclass
@@ -57,6 +65,9 @@ class PartitionStore:
         self.groups: dict[str, dict] = {}
         # group -> topic -> partition -> entry, as ZooKeeper has confirmed it
         self.durable: dict[str, dict[str, dict[int, OffsetEntry]]] = {}
+        # the same with every write in flight applied: what the next shard writes build on
+        self._latest: dict[str, dict[str, dict[int, OffsetEntry]]] = {}
+        self._shard_bytes: dict[ShardKey, int] = {}  # each shard's last written size
         self._nodes: set[str] = set()  # znodes under this partition known to exist
         self._queue: list[_Commit] = []
         self._queued = trio.Event()
@@ -72,6 +83,7 @@ class PartitionStore:
         async with trio.open_nursery() as nursery:
             for node in await self.zk.get_children(base):
                 nursery.start_soon(self._load_group, layout.unescape(node))
+        self._latest = {g: {t: dict(ps) for t, ps in topics.items()} for g, topics in self.durable.items()}
         return Loaded(self.groups, self.durable)
 
     async def _load_group(self, group: str) -> None:
@@ -94,6 +106,7 @@ class PartitionStore:
                 path = f"{topic_path}/{shard}"
                 data, _ = await self.zk.get(path)
                 self._nodes.add(path)
+                self._shard_bytes[(group, topic, int(shard))] = len(data)
                 partitions = self.durable.setdefault(group, {}).setdefault(topic, {})
                 for p, entry in layout.decode(data).items():
                     partitions[int(p)] = tuple(entry)
@@ -111,10 +124,15 @@ class PartitionStore:
         txn = self._fenced()
         if path in self._nodes:
             txn.set_data(path, data)
+            await fenced_commit(self.zk, self.fence, txn)
         else:
             txn.create(path, data)  # its parent, the groups node, exists since load()
-        await fenced_commit(self.zk, self.fence, txn)
-        self._nodes.add(path)
+            self._nodes.add(path)  # at once: an offsets batch built meanwhile must not create it
+            try:
+                await fenced_commit(self.zk, self.fence, txn)
+            except Exception:
+                self._nodes.discard(path)
+                raise
         self.groups[group] = metadata
 
     async def delete_group(self, group: str) -> None:
@@ -134,6 +152,7 @@ class PartitionStore:
             self._nodes.difference_update(chunk)
         self.groups.pop(group, None)
         self.durable.pop(group, None)
+        self._latest.pop(group, None)
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -141,6 +160,7 @@ class PartitionStore:
         """Durably store `entries` ((topic, partition) -> entry); returns once ZooKeeper has
         confirmed them. Raises NotOwner, StoreUnavailable or StoreError otherwise."""
         self._check_writable()
+        self._check_shard_sizes(group, entries)
         commit = _Commit(group, entries)
         self._queue.append(commit)
         self._queued.set()
@@ -149,73 +169,114 @@ class PartitionStore:
             raise commit.error
 
     async def run_writer(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """The group-commit loop: one multi() in flight, the next batch gathering meanwhile."""
+        """The group-commit loop. Up to PIPELINE_DEPTH multi() calls are in flight; commits
+        that arrive meanwhile gather into the next batch. Batches are submitted to kazoo from
+        this loop, in order, so ZooKeeper applies them in the order they were built."""
         task_status.started()
-        while True:
-            await self._queued.wait()
-            batch, self._queue = self._take_batch()
-            if not self._queue:
-                self._queued = trio.Event()
-            await self._flush(batch)
+        slots = trio.Semaphore(PIPELINE_DEPTH)
+        async with trio.open_nursery() as nursery:
+            while True:
+                await self._queued.wait()
+                await slots.acquire()
+                batch, self._queue = self._take_batch()
+                if not self._queue:
+                    self._queued = trio.Event()
+                try:
+                    self._check_writable()
+                    built = self._build(batch)
+                    multis = [(txn.commit_async(), created, applied) for txn, created, applied in built]
+                except (NotOwner, StoreUnavailable, StoreError) as exc:
+                    slots.release()
+                    _finish(batch, exc)
+                    continue
+                nursery.start_soon(self._confirm, batch, multis, slots)
+
+    async def _confirm(self, batch: list[_Commit], multis: list, slots: trio.Semaphore) -> None:
+        error = None
+        try:
+            for i, (submitted, created, applied) in enumerate(multis):
+                try:
+                    await confirm(self.zk, self.fence, submitted)
+                except (NotOwner, StoreUnavailable, StoreError) as exc:
+                    for _, later_created, _ in multis[i:]:
+                        self._nodes.difference_update(later_created)
+                    error = exc
+                    break
+                self.multis += 1
+                for group, topic, updates in applied:
+                    self.durable.setdefault(group, {}).setdefault(topic, {}).update(updates)
+        finally:
+            slots.release()
+        _finish(batch, error)
 
     def _take_batch(self) -> tuple[list[_Commit], list[_Commit]]:
-        """As many queued commits as fit in one multi(), oldest first; at least one."""
+        """As many queued commits as fit in one multi(), oldest first; at least one.
+
+        The size of a shard's write is bounded by its last written size plus a bound for
+        every entry the batch puts in it, plus room for its path and two parents."""
         size = 0
         touched: set[ShardKey] = set()
         for i, commit in enumerate(self._queue):
             cost = 0
-            for key in {(commit.group, topic, layout.shard_of(p)) for topic, p in commit.entries}:
-                cost += self._shard_bound(key, commit) if key not in touched else sum(
-                    _entry_bound(e) for (t, p), e in commit.entries.items()
-                    if (commit.group, t, layout.shard_of(p)) == key)
+            for (topic, p), entry in commit.entries.items():
+                key = (commit.group, topic, p // layout.SHARD_PARTITIONS)
+                if key not in touched:
+                    touched.add(key)
+                    path = layout.shard_path(self.partition, *key)
+                    cost += self._shard_bytes.get(key, 0) + 3 * (len(path) + layout.OP_OVERHEAD)
+                cost += 64 + 6 * len(entry[2] or "")
             if i and size + cost > layout.MAX_REQUEST_BYTES:
                 return self._queue[:i], self._queue[i:]
             size += cost
-            touched |= {(commit.group, topic, layout.shard_of(p)) for topic, p in commit.entries}
         return self._queue, []
 
-    def _shard_bound(self, key: ShardKey, commit: _Commit) -> int:
-        """An upper bound of the bytes one shard's write takes, with `commit` applied."""
+    def _check_shard_sizes(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> None:
+        """Refuse, before queueing, a commit whose metadata cannot fit its shards."""
+        grown: dict[ShardKey, int] = defaultdict(int)
+        for (topic, p), entry in entries.items():
+            grown[(group, topic, p // layout.SHARD_PARTITIONS)] += 64 + 6 * len(entry[2] or "")
+        for key, extra in grown.items():
+            if self._shard_bytes.get(key, 0) + extra <= layout.MAX_SHARD_BYTES:
+                continue  # the quick bound says it fits; otherwise measure exactly
+            content = self._shard(self._latest, key)
+            content.update({p: e for (t, p), e in entries.items()
+                            if (group, t, p // layout.SHARD_PARTITIONS) == key})
+            if len(layout.encode_shard(content)) > layout.MAX_SHARD_BYTES:
+                raise MetadataTooLarge(f"offset metadata of group {group!r}, topic {key[1]!r} is too "
+                                       f"large to store ({layout.SHARD_PARTITIONS} partitions share "
+                                       f"{layout.MAX_SHARD_BYTES} bytes)")
+
+    def _shard(self, view: dict, key: ShardKey) -> dict[int, OffsetEntry]:
         group, topic, shard = key
-        content = {p: e for p, e in self.durable.get(group, {}).get(topic, {}).items()
-                   if layout.shard_of(p) == shard}
-        content.update({p: e for (t, p), e in commit.entries.items()
-                        if t == topic and layout.shard_of(p) == shard})
-        path = layout.shard_path(self.partition, group, topic, shard)
-        return sum(map(_entry_bound, content.values())) + 3 * (len(path) + layout.OP_OVERHEAD)
+        partitions = view.get(group, {}).get(topic, {})
+        first = shard * layout.SHARD_PARTITIONS
+        return {p: partitions[p] for p in range(first, first + layout.SHARD_PARTITIONS)
+                if p in partitions}
 
-    async def _flush(self, batch: list[_Commit]) -> None:
-        try:
-            self._check_writable()
-            for txn, created, applied in self._multis(batch):
-                await fenced_commit(self.zk, self.fence, txn)
-                self.multis += 1
-                self._nodes.update(created)
-                for group, topic, updates in applied:
-                    self.durable.setdefault(group, {}).setdefault(topic, {}).update(updates)
-        except (NotOwner, StoreUnavailable, StoreError) as exc:
-            for commit in batch:
-                commit.error = exc
-        for commit in batch:
-            commit.done.set()
-
-    def _multis(self, batch: list[_Commit]):
-        """The multi() transactions for a batch: normally one; several only when a single
-        commit request is too large for one."""
+    def _build(self, batch: list[_Commit]) -> list:
+        """The multi() transactions for a batch, built from everything written or in flight
+        (`_latest`): normally one; several only when a single commit is too large for one.
+        Every shard is encoded and checked before any state changes."""
         merged: dict[ShardKey, dict[int, OffsetEntry]] = defaultdict(dict)
         for commit in batch:
             for (topic, p), entry in commit.entries.items():
-                merged[(commit.group, topic, layout.shard_of(p))][p] = entry
-        txn, created, applied, size = self._fenced(), [], [], 0
-        for (group, topic, shard), updates in merged.items():
-            content = {p: e for p, e in self.durable.get(group, {}).get(topic, {}).items()
-                       if layout.shard_of(p) == shard}
+                merged[(commit.group, topic, p // layout.SHARD_PARTITIONS)][p] = entry
+        planned = []
+        for key, updates in merged.items():
+            content = self._shard(self._latest, key)
             content.update(updates)
-            path = layout.shard_path(self.partition, group, topic, shard)
-            data = layout.encode({str(p): list(e) for p, e in sorted(content.items())})
+            data = layout.encode_shard(content)
+            if len(data) > layout.MAX_SHARD_BYTES:  # commits queued together overfilled it
+                raise MetadataTooLarge(f"offsets of group {key[0]!r}, topic {key[1]!r}: a shard "
+                                       f"of {len(data)} bytes is over {layout.MAX_SHARD_BYTES}")
+            planned.append((key, updates, data))
+        multis, txn, created, applied, size = [], self._fenced(), [], [], 0
+        for key, updates, data in planned:
+            group, topic, _ = key
+            path = layout.shard_path(self.partition, *key)
             cost = len(path) * 3 + len(data) + 3 * layout.OP_OVERHEAD
             if applied and size + cost > layout.MAX_REQUEST_BYTES:
-                yield txn, created, applied
+                multis.append((txn, created, applied))
                 txn, created, applied, size = self._fenced(), [], [], 0
             if path in self._nodes:
                 txn.set_data(path, data)
@@ -223,10 +284,14 @@ class PartitionStore:
                 self._create_parents(txn, path, created)
                 txn.create(path, data)
                 created.append(path)
+                self._nodes.add(path)
+            self._latest.setdefault(group, {}).setdefault(topic, {}).update(updates)
+            self._shard_bytes[key] = len(data)
             applied.append((group, topic, updates))
             size += cost
         if applied:
-            yield txn, created, applied
+            multis.append((txn, created, applied))
+        return multis
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -240,12 +305,13 @@ class PartitionStore:
         base = layout.groups_path(self.partition)
         missing = []
         parent = path.rsplit("/", 1)[0]
-        while parent != base and parent not in self._nodes and parent not in created:
+        while parent != base and parent not in self._nodes:
             missing.append(parent)
             parent = parent.rsplit("/", 1)[0]
         for node in reversed(missing):
             txn.create(node, b"")
             created.append(node)
+            self._nodes.add(node)
 
     def _check_writable(self) -> None:
         if self.guard is not None and not self.guard.writable:
@@ -254,7 +320,7 @@ class PartitionStore:
             raise StoreUnavailable("the ZooKeeper connection is suspended")
 
 
-def _entry_bound(entry: OffsetEntry) -> int:
-    """Bytes an entry takes in a shard at most: JSON escapes a character in 6 bytes or fewer."""
-    return 64 + 6 * len(entry[2] or "")
-
+def _finish(batch: list[_Commit], error: Exception | None) -> None:
+    for commit in batch:
+        commit.error = error
+        commit.done.set()

@@ -34,6 +34,13 @@ def _java() -> str:
     return java
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
 def four_letter_word(host: str, port: int, word: bytes, timeout: float = 1.0) -> bytes:
     """Send one of ZooKeeper's four-letter commands ("ruok", "srvr") and return the answer."""
     with socket.create_connection((host, port), timeout=timeout) as sock:

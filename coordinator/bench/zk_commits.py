@@ -1,0 +1,190 @@
+"""`groupkeeper bench zk-commits`: committed partition-offsets per second into ZooKeeper.
+
+Three ways of storing the same commits, in one run against the same local ZooKeeper, each
+with the same number of concurrent committers (one per group, 10 partitions a request):
+
+- group commit: the store's writer (`PartitionStore`), which flushes every commit that
+  arrived while the previous multi() was in flight in one fenced multi();
+- multi per request: each request its own fenced multi(), all in flight at once;
+- write per partition: each partition offset its own setData(), unfenced, all in flight.
+
+Then the acknowledgement latency of group commit at a fixed offered load, in steady state
+(every group has committed once, so its shards exist): requests start on a fixed schedule
+and latency counts from the scheduled start, so a stall is not hidden.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import tempfile
+import time
+
+import trio
+
+from ..store import layout
+from ..store.bridge import ZooKeeperBridge
+from ..store.fence import Fence, acquire, fenced_commit
+from ..store.partition import PartitionStore
+from ..store.zkserver import ZooKeeperServer, free_port
+
+PARTITIONS_PER_REQUEST = 10
+TOPIC = "bench"
+
+
+def _entries(seq: int) -> dict[tuple[str, int], tuple]:
+    return {(TOPIC, p): (seq, -1, "", seq) for p in range(PARTITIONS_PER_REQUEST)}
+
+
+async def _run_for(seconds: float, committers: int, commit_once) -> float:
+    """Requests per second that `commit_once(worker, seq)` sustained."""
+    done = 0
+    deadline = trio.current_time() + seconds
+
+    async def worker(w: int) -> None:
+        nonlocal done
+        seq = 0
+        while trio.current_time() < deadline:
+            seq += 1
+            await commit_once(w, seq)
+            done += 1
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        for w in range(committers):
+            nursery.start_soon(worker, w)
+    return done / (trio.current_time() - start)
+
+
+async def _group_commit(zk: ZooKeeperBridge, partition: int, seconds: float, committers: int):
+    store = PartitionStore(zk, await acquire(zk, partition, {"bench": True}))
+    await store.load()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run_writer)
+        rate = await _run_for(seconds, committers,
+                              lambda w, seq: store.commit_offsets(f"g{w}", _entries(seq)))
+        nursery.cancel_scope.cancel()
+    return rate, store.multis
+
+
+async def _prepare_shards(zk: ZooKeeperBridge, fence: Fence, committers: int) -> None:
+    for w in range(committers):
+        for shard in {layout.shard_of(p) for p in range(PARTITIONS_PER_REQUEST)}:
+            await zk.create(layout.shard_path(fence.partition, f"g{w}", TOPIC, shard), b"{}",
+                            makepath=True)
+
+
+async def _multi_per_request(zk: ZooKeeperBridge, partition: int, seconds: float, committers: int):
+    fence = await acquire(zk, partition, {"bench": True})
+    await _prepare_shards(zk, fence, committers)
+
+    async def commit_once(w: int, seq: int) -> None:
+        txn = zk.client.transaction()
+        txn.check(fence.path, fence.epoch)
+        shards: dict[int, dict] = {}
+        for (_, p), entry in _entries(seq).items():
+            shards.setdefault(layout.shard_of(p), {})[str(p)] = list(entry)
+        for shard, content in shards.items():
+            txn.set_data(layout.shard_path(partition, f"g{w}", TOPIC, shard), layout.encode(content))
+        await fenced_commit(zk, fence, txn)
+
+    return await _run_for(seconds, committers, commit_once)
+
+
+async def _write_per_partition(zk: ZooKeeperBridge, partition: int, seconds: float, committers: int):
+    base = f"{layout.partition_path(partition)}/flat"
+    for w in range(committers):
+        for p in range(PARTITIONS_PER_REQUEST):
+            await zk.create(f"{base}/g{w}/{p}", b"", makepath=True)
+
+    async def commit_once(w: int, seq: int) -> None:
+        async with trio.open_nursery() as nursery:
+            for (_, p), entry in _entries(seq).items():
+                nursery.start_soon(zk.set, f"{base}/g{w}/{p}", layout.encode(list(entry)))
+
+    return await _run_for(seconds, committers, commit_once)
+
+
+async def _latency(zk: ZooKeeperBridge, partition: int, rate: float, seconds: float, groups: int):
+    store = PartitionStore(zk, await acquire(zk, partition, {"bench": True}))
+    await store.load()
+    latencies: list[float] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run_writer)
+        async with trio.open_nursery() as warm_up:  # steady state: every shard exists
+            for g in range(groups):
+                warm_up.start_soon(store.commit_offsets, f"g{g}", _entries(0))
+        multis_before = store.multis
+        gc.freeze()  # as the daemon does once loaded: long-lived objects leave the GC's scans
+
+        async def one(i: int, scheduled: float) -> None:
+            await store.commit_offsets(f"g{i % groups}", _entries(i))
+            latencies.append(trio.current_time() - scheduled)
+
+        async with trio.open_nursery() as requests:
+            start = trio.current_time()
+            total, i = int(rate * seconds), 0
+            while i < total:  # every millisecond, start the requests that are due
+                await trio.sleep_until(start + i / rate)
+                now = trio.current_time()
+                while i < total and start + i / rate <= now:
+                    requests.start_soon(one, i, start + i / rate)
+                    i += 1
+        elapsed = trio.current_time() - start
+        nursery.cancel_scope.cancel()
+    latencies.sort()
+
+    def pct(q: float) -> float:
+        return latencies[min(len(latencies) - 1, math.ceil(q * len(latencies)) - 1)] * 1000
+
+    return {"offered_requests_per_s": rate, "achieved_requests_per_s": round(len(latencies) / elapsed),
+            "requests": len(latencies), "multis": store.multis - multis_before, "p50_ms": round(pct(0.50), 2),
+            "p99_ms": round(pct(0.99), 2), "max_ms": round(latencies[-1] * 1000, 2)}
+
+
+async def _bench(hosts: str, seconds: float, committers: int, rate: float) -> dict:
+    zk = ZooKeeperBridge(hosts, session_timeout=30.0)
+    await zk.start()
+    run_id = int(time.time() * 1000) % 1_000_000 * 10  # fresh group-partitions on a reused ensemble
+    try:
+        group_rate, multis = await _group_commit(zk, run_id + 1, seconds, committers)
+        multi_rate = await _multi_per_request(zk, run_id + 2, seconds, committers)
+        flat_rate = await _write_per_partition(zk, run_id + 3, seconds, committers)
+        latency = await _latency(zk, run_id + 4, rate, seconds, groups=1000)
+    finally:
+        await zk.stop()
+    per = PARTITIONS_PER_REQUEST
+    return {
+        "committers": committers, "partitions_per_request": per, "seconds": seconds,
+        "throughput": [
+            {"mode": "group commit", "requests_per_s": round(group_rate),
+             "partition_offsets_per_s": round(group_rate * per), "multis": multis},
+            {"mode": "multi per request", "requests_per_s": round(multi_rate),
+             "partition_offsets_per_s": round(multi_rate * per)},
+            {"mode": "write per partition", "requests_per_s": round(flat_rate),
+             "partition_offsets_per_s": round(flat_rate * per)},
+        ],
+        "latency": latency,
+    }
+
+
+def run(zookeeper: str | None, seconds: float, committers: int, rate: float) -> dict:
+    """Against `zookeeper`, or a fresh local ZooKeeper in a temporary directory."""
+    if zookeeper:
+        return trio.run(_bench, zookeeper, seconds, committers, rate)
+    with tempfile.TemporaryDirectory(prefix="groupkeeper-bench-") as data_dir:
+        with ZooKeeperServer(data_dir, free_port()) as server:
+            return trio.run(_bench, server.connect_string, seconds, committers, rate)
+
+
+def table(result: dict) -> str:
+    rows = [f"{'MODE':<22} {'REQUESTS/S':>11} {'PARTITION-OFFSETS/S':>20}"]
+    for r in result["throughput"]:
+        rows.append(f"{r['mode']:<22} {r['requests_per_s']:>11,} {r['partition_offsets_per_s']:>20,}")
+    lat = result["latency"]
+    rows.append("")
+    rows.append(f"group commit at {lat['offered_requests_per_s']:,.0f} requests/s offered "
+                f"({result['partitions_per_request']} partitions each): achieved "
+                f"{lat['achieved_requests_per_s']:,}/s, p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
+                f"max {lat['max_ms']} ms, {lat['multis']} multi() calls for {lat['requests']:,} requests")
+    return "\n".join(rows)
