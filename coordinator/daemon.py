@@ -3,6 +3,7 @@ in the instance registry, and an orderly shutdown on SIGINT or SIGTERM."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -62,6 +63,7 @@ async def _serve(config: dict[str, Any], hosts: str, log) -> None:
             await nursery.start(SessionGuard(zk, config["zk_session_timeout"]).run)
             await nursery.start(TopicRegistry(zk).run)
             log.info("instance registered", zookeeper=hosts, path=instance)
+            gc.freeze()  # long-lived start-up objects leave the collector's full scans
             log.warning("the Kafka protocol listener is not built yet; it arrives with the "
                         "coordinator issue")
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
