@@ -50,6 +50,8 @@ def main() -> None:
 @main.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="TOML configuration file; flags win over its keys.")
+@click.option("--listen", help="HOST:PORT for Kafka clients (default 127.0.0.1:9094).")
+@click.option("--advertised-listener", help="HOST:PORT given to clients; default: --listen.")
 @click.option("--zookeeper", help="ZooKeeper connect string; absent: an embedded ZooKeeper.")
 @click.option("--embedded-zookeeper-port", type=click.IntRange(1, 65535))
 @click.option("--zk-session-timeout", type=click.FloatRange(1, 600), help="Seconds.")

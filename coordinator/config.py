@@ -25,6 +25,12 @@ KEYS: dict[str, tuple[type, Any]] = {
     "data_dir": (str, "var/groupkeeper"),
     "instance_id": (int, 0),
     "log_format": (str, "console"),
+    "group_min_session_timeout_ms": (int, 6000),
+    "group_max_session_timeout_ms": (int, 1_800_000),
+    "group_initial_rebalance_delay_ms": (int, 3000),
+    "group_max_size": (int, 0),
+    "strict_assignment": (bool, False),
+    "shutdown_grace": (float, 5.0),
 }
 
 
@@ -44,7 +50,7 @@ def load_config(path: str | None) -> dict[str, Any]:
         kind = KEYS[key][0]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if not isinstance(value, kind) or isinstance(value, bool):
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise ConfigError(f"{path}: key {key!r} must be a {kind.__name__}, not {value!r}")
         config[key] = value
     return config

@@ -15,6 +15,11 @@ import trio
 from kazoo.exceptions import NodeExistsError
 
 from . import logs
+from .assignors import BUILT_IN
+from .groups.group import GroupConfig
+from .handlers import INSTANCE_NODE_BASE, Handlers, Node
+from .ownership import Coordinator
+from .server import Server
 from .store import layout
 from .store.bridge import ZooKeeperBridge
 from .store.registry import TopicRegistry
@@ -60,18 +65,46 @@ async def _serve(config: dict[str, Any], hosts: str, log) -> None:
             raise StartupError(f"instance id {config['instance_id']} is already registered in "
                                f"ZooKeeper ({instance}): is another instance running with it?") from None
         async with trio.open_nursery() as nursery:
-            await nursery.start(SessionGuard(zk, config["zk_session_timeout"]).run)
-            await nursery.start(TopicRegistry(zk).run)
+            guard = SessionGuard(zk, config["zk_session_timeout"])
+            await nursery.start(guard.run)
+            registry = TopicRegistry(zk)
+            await nursery.start(registry.run)
+            coordinator = Coordinator(zk, guard, registry, config["instance_id"], _group_config(config),
+                                      dict(BUILT_IN), config["strict_assignment"])
+            await nursery.start(coordinator.run)
+            host, port = _address(config["listen"])
+            advertised = config["advertised_listener"] or config["listen"]
+            adv_host, adv_port = _address(advertised)
+            server = Server(Handlers(coordinator, registry, Node(
+                INSTANCE_NODE_BASE + config["instance_id"], adv_host, adv_port or port)))
+            bound = await nursery.start(server.serve, host, port)
             log.info("instance registered", zookeeper=hosts, path=instance)
+            log.info("listening", host=host, port=bound, advertised=advertised)
             gc.freeze()  # long-lived start-up objects leave the collector's full scans
-            log.warning("the Kafka protocol listener is not built yet; it arrives with the "
-                        "coordinator issue")
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     log.info("stopping", signal=signal.Signals(signum).name)
                     break
+            server.shutdown(config["shutdown_grace"])
+            with trio.move_on_after(config["shutdown_grace"] + 1):
+                await server.stopped.wait()
+            await coordinator.release_all()
             nursery.cancel_scope.cancel()
         await zk.delete(instance)
         log.info("instance deregistered")
     finally:
         await zk.stop()
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise StartupError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def _group_config(config: dict[str, Any]) -> GroupConfig:
+    return GroupConfig(config["group_min_session_timeout_ms"] / 1000,
+                       config["group_max_session_timeout_ms"] / 1000,
+                       config["group_initial_rebalance_delay_ms"] / 1000,
+                       config["group_max_size"])

@@ -1,0 +1,16 @@
+"""Partition assignment strategies, computed by the coordinator itself.
+
+A strategy is a pure function: the members (id, subscribed topics, owned partitions, user
+data) and the partition count of each topic in, an assignment per member out. Strategies
+are registered by the name clients announce in JoinGroup (partition.assignment.strategy).
+"""
+
+from __future__ import annotations
+
+from .base import Assignor, MemberSubscription
+from .range import RangeAssignor
+from .roundrobin import RoundRobinAssignor
+
+BUILT_IN: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor())}
+
+__all__ = ["Assignor", "BUILT_IN", "MemberSubscription", "RangeAssignor", "RoundRobinAssignor"]

@@ -1,0 +1,23 @@
+"""What a storage failure tells a Kafka client."""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+
+from .store.fence import NotOwner, StoreError, StoreUnavailable
+from .store.partition import GroupTooLarge, MetadataTooLarge
+
+
+def store_error_code(exc: Exception) -> ErrorCode:
+    """NotOwner: find the new coordinator. Unavailable: retry here. Too large: give up."""
+    if isinstance(exc, NotOwner):
+        return ErrorCode.NOT_COORDINATOR
+    if isinstance(exc, StoreUnavailable):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if isinstance(exc, MetadataTooLarge):
+        return ErrorCode.OFFSET_METADATA_TOO_LARGE
+    if isinstance(exc, GroupTooLarge):
+        return ErrorCode.GROUP_MAX_SIZE_REACHED
+    if isinstance(exc, StoreError):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    raise TypeError(f"not a store error: {exc!r}")

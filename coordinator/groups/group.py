@@ -1,0 +1,509 @@
+"""One classic consumer group: pure logic, no I/O, the clock passed in as `now` (seconds).
+
+Requests come in as method calls and are answered at once (a reply object) or later: a
+JoinGroup or SyncGroup that must wait returns `Wait` and its reply appears in `outbox` when
+the group decides, together with the effects the runtime carries out (compute an
+assignment, persist a generation, log and count). The runtime sleeps until
+`next_deadline()` and then calls `tick(now)`; every timeout lives there.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from protocol import ErrorCode
+
+from .state import TRANSITIONS, GroupState, IllegalTransition
+
+E = ErrorCode
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    min_session_timeout: float = 6.0  # group.min.session.timeout.ms
+    max_session_timeout: float = 1800.0  # group.max.session.timeout.ms
+    initial_rebalance_delay: float = 3.0  # group.initial.rebalance.delay.ms
+    max_size: int = 0  # group.max.size; 0: no limit
+
+
+@dataclass
+class Member:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout: float
+    rebalance_timeout: float
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    awaiting_join: bool = False
+    awaiting_sync: bool = False
+    is_new: bool = True
+    deadline: float = 0.0  # session expiry
+
+    def metadata(self, protocol: str | None) -> bytes:
+        return next((m for name, m in self.protocols if name == protocol), b"")
+
+
+# -- what the group tells the runtime ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class JoinReply:
+    member_id: str
+    error: ErrorCode = E.NONE
+    generation: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    members: tuple[tuple[str, str | None, bytes], ...] = ()  # the leader's view
+
+
+@dataclass(frozen=True)
+class SyncReply:
+    member_id: str
+    error: ErrorCode = E.NONE
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The request waits: its reply for `member_id` will appear in the outbox."""
+    member_id: str
+
+
+@dataclass(frozen=True)
+class AssignmentNeeded:
+    """A generation is complete: compute its assignment, or wait for the leader's."""
+    generation: int
+
+
+@dataclass(frozen=True)
+class PersistNeeded:
+    """Write `Group.snapshot()` for this generation, then call `persisted()`."""
+    generation: int
+
+
+@dataclass(frozen=True)
+class RebalanceStarted:
+    reason: str
+
+
+@dataclass(frozen=True)
+class RebalanceCompleted:
+    generation: int
+    members: int
+    duration: float
+
+
+@dataclass(frozen=True)
+class MemberRemoved:
+    member_id: str
+    reason: str  # "left", "session timeout", "rebalance timeout", "sync timeout"
+
+
+Effect = JoinReply | SyncReply | AssignmentNeeded | PersistNeeded | RebalanceStarted | RebalanceCompleted | MemberRemoved
+
+
+def new_member_id(client_id: str) -> str:
+    return f"{client_id}-{uuid.uuid4()}"
+
+
+@dataclass
+class Group:
+    group_id: str
+    config: GroupConfig = field(default_factory=GroupConfig)
+    new_id: Callable[[str], str] = new_member_id
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)  # in join order
+    static: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
+    pending: dict[str, float] = field(default_factory=dict)  # MEMBER_ID_REQUIRED ids -> expiry
+    outbox: list[Effect] = field(default_factory=list)
+    leader_assigns: bool = False  # the runtime could not assign: take the leader's SyncGroup
+    _pending_assignment: dict[str, bytes] | None = None
+    _rebalance_started: float = 0.0
+    _rebalance_deadline: float = 0.0
+    _initial_deadline: float = 0.0
+    _sync_deadline: float = 0.0
+
+    # -- transitions ----------------------------------------------------------------------
+
+    def _to(self, state: GroupState) -> None:
+        if state not in TRANSITIONS[self.state]:
+            raise IllegalTransition(f"group {self.group_id}: {self.state.value} -> {state.value}")
+        self.state = state
+
+    def _prepare_rebalance(self, now: float, reason: str) -> None:
+        if self.state == GroupState.COMPLETING_REBALANCE:
+            for m in self.members.values():
+                if m.awaiting_sync:
+                    m.awaiting_sync = False
+                    self.outbox.append(SyncReply(m.member_id, E.REBALANCE_IN_PROGRESS))
+            self._pending_assignment = None
+        was_empty = self.state == GroupState.EMPTY
+        self._to(GroupState.PREPARING_REBALANCE)
+        self._rebalance_started = now
+        timeout = max((m.rebalance_timeout for m in self.members.values()), default=0.0)
+        self._rebalance_deadline = now + timeout
+        self._initial_deadline = (min(now + self.config.initial_rebalance_delay, self._rebalance_deadline)
+                                  if was_empty else now)
+        self.outbox.append(RebalanceStarted(reason))
+
+    def _maybe_complete_join(self, now: float) -> None:
+        if self.state != GroupState.PREPARING_REBALANCE:
+            return
+        everyone = (all(m.awaiting_join for m in self.members.values()) and not self.pending
+                    and now >= self._initial_deadline)
+        if everyone or now >= self._rebalance_deadline:
+            self._complete_join(now)
+
+    def _complete_join(self, now: float) -> None:
+        for m in [m for m in self.members.values() if not m.awaiting_join]:
+            self._remove(m, "rebalance timeout")
+        self.generation += 1
+        if not self.members:
+            self._to(GroupState.EMPTY)
+            self.protocol_name, self.leader = None, None
+            self.outbox.append(PersistNeeded(self.generation))
+            self.outbox.append(RebalanceCompleted(self.generation, 0, now - self._rebalance_started))
+            return
+        self.protocol_name = self._vote()
+        if self.leader not in self.members:
+            self.leader = next(iter(self.members))
+        self._to(GroupState.COMPLETING_REBALANCE)
+        self.leader_assigns = False
+        self._sync_deadline = now + max(m.rebalance_timeout for m in self.members.values())
+        for m in self.members.values():
+            m.awaiting_join, m.is_new = False, False
+            m.deadline = now + m.session_timeout
+            self.outbox.append(self._join_reply(m))
+        self.outbox.append(AssignmentNeeded(self.generation))
+
+    def _join_reply(self, m: Member) -> JoinReply:
+        members = ()
+        if m.member_id == self.leader:
+            members = tuple((o.member_id, o.instance_id, o.metadata(self.protocol_name))
+                            for o in self.members.values())
+        return JoinReply(m.member_id, E.NONE, self.generation, self.protocol_type, self.protocol_name,
+                         self.leader or "", members)
+
+    def _vote(self) -> str:
+        """Kafka's vote: among protocols every member supports, each member votes for the
+        first of its own list; most votes wins, ties by the first member's preference."""
+        members = list(self.members.values())
+        candidates = [name for name, _ in members[0].protocols
+                      if all(any(name == n for n, _ in o.protocols) for o in members)]
+        votes = {name: 0 for name in candidates}
+        for m in members:
+            votes[next(name for name, _ in m.protocols if name in votes)] += 1
+        return max(candidates, key=lambda name: votes[name])
+
+    def _supports(self, member_id: str, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        others = [m for m in self.members.values() if m.member_id != member_id]
+        if not protocols or not protocol_type:
+            return False
+        if not others:
+            return True
+        if protocol_type != self.protocol_type:
+            return False
+        names = {name for name, _ in protocols}
+        return any(all(any(n == name for n, _ in o.protocols) for o in others) for name in names)
+
+    def _remove(self, m: Member, reason: str) -> None:
+        del self.members[m.member_id]
+        if m.instance_id is not None and self.static.get(m.instance_id) == m.member_id:
+            del self.static[m.instance_id]
+        if m.awaiting_join:
+            self.outbox.append(JoinReply(m.member_id, E.UNKNOWN_MEMBER_ID))
+        if m.awaiting_sync:
+            self.outbox.append(SyncReply(m.member_id, E.UNKNOWN_MEMBER_ID))
+        self.outbox.append(MemberRemoved(m.member_id, reason))
+
+    def _after_removal(self, now: float, reason: str) -> None:
+        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(now, reason)
+        self._maybe_complete_join(now)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def join(self, now: float, member_id: str, instance_id: str | None, client_id: str,
+             client_host: str, session_timeout: float, rebalance_timeout: float,
+             protocol_type: str, protocols: list[tuple[str, bytes]],
+             require_known_member_id: bool, reason: str | None = None) -> JoinReply | Wait:
+        """JoinGroup: a reply now, or Wait when the member must wait for the generation."""
+        if self.state == GroupState.DEAD:
+            return JoinReply(member_id, E.COORDINATOR_NOT_AVAILABLE)
+        if not self.config.min_session_timeout <= session_timeout <= self.config.max_session_timeout:
+            return JoinReply(member_id, E.INVALID_SESSION_TIMEOUT)
+        if not self._supports(member_id, protocol_type, protocols):
+            return JoinReply(member_id, E.INCONSISTENT_GROUP_PROTOCOL)
+        fields = dict(client_id=client_id, client_host=client_host, session_timeout=session_timeout,
+                      rebalance_timeout=rebalance_timeout, protocol_type=protocol_type,
+                      protocols=list(protocols))
+        why = f"member joined{': ' + reason if reason else ''}"
+        if not member_id:
+            if instance_id is not None:
+                return self._join_static(now, instance_id, fields, why)
+            if self._full():
+                return JoinReply(member_id, E.GROUP_MAX_SIZE_REACHED)
+            new_id = self.new_id(client_id)
+            if require_known_member_id:
+                self.pending[new_id] = now + session_timeout
+                return JoinReply(new_id, E.MEMBER_ID_REQUIRED)
+            return self._add(now, new_id, None, fields, why)
+        if member_id in self.pending:
+            del self.pending[member_id]
+            return self._add(now, member_id, instance_id, fields, why)
+        if instance_id is not None and instance_id in self.static and self.static[instance_id] != member_id:
+            return JoinReply(member_id, E.FENCED_INSTANCE_ID)
+        member = self.members.get(member_id)
+        if member is None:
+            return JoinReply(member_id, E.UNKNOWN_MEMBER_ID)
+        return self._rejoin(now, member, fields, why)
+
+    def _full(self) -> bool:
+        return bool(self.config.max_size) and len(self.members) + len(self.pending) >= self.config.max_size
+
+    def _add(self, now: float, member_id: str, instance_id: str | None, fields: dict,
+             why: str) -> JoinReply | Wait:
+        if self.config.max_size and len(self.members) >= self.config.max_size:
+            return JoinReply(member_id, E.GROUP_MAX_SIZE_REACHED)
+        member = Member(member_id, instance_id, awaiting_join=True, deadline=now + fields["session_timeout"],
+                        **fields)
+        self.members[member_id] = member
+        if instance_id is not None:
+            self.static[instance_id] = member_id
+        if not self.protocol_type:
+            self.protocol_type = fields["protocol_type"]
+        if self.state == GroupState.PREPARING_REBALANCE:
+            if now < self._initial_deadline:  # a fleet starting together: one rebalance
+                self._initial_deadline = min(now + self.config.initial_rebalance_delay,
+                                             self._rebalance_deadline)
+            self._rebalance_deadline = max(self._rebalance_deadline, now + member.rebalance_timeout)
+        else:
+            self._prepare_rebalance(now, why)
+        self._maybe_complete_join(now)
+        return Wait(member_id)
+
+    def _join_static(self, now: float, instance_id: str, fields: dict, why: str) -> JoinReply | Wait:
+        """A static member (re)joining without a member id: a restart within its session."""
+        old_id = self.static.get(instance_id)
+        new_id = self.new_id(fields["client_id"])
+        if old_id is None:
+            if self._full():
+                return JoinReply("", E.GROUP_MAX_SIZE_REACHED)
+            return self._add(now, new_id, instance_id, fields, why)
+        member = self.members.pop(old_id)
+        if member.awaiting_join:
+            self.outbox.append(JoinReply(old_id, E.FENCED_INSTANCE_ID))
+        if member.awaiting_sync:
+            self.outbox.append(SyncReply(old_id, E.FENCED_INSTANCE_ID))
+        unchanged = member.protocols == fields["protocols"]
+        member.member_id, member.awaiting_join, member.awaiting_sync = new_id, False, False
+        self.members[new_id] = member
+        self.static[instance_id] = new_id
+        if self.leader == old_id:
+            self.leader = new_id
+        for key, value in fields.items():
+            setattr(member, key, value)
+        member.deadline = now + member.session_timeout
+        if self.state == GroupState.STABLE and unchanged:
+            return self._join_reply(member)  # same identity, same assignment: no rebalance
+        return self._rejoin(now, member, fields, why)
+
+    def _rejoin(self, now: float, member: Member, fields: dict, why: str) -> JoinReply | Wait:
+        changed = member.protocols != fields["protocols"]
+        for key, value in fields.items():
+            setattr(member, key, value)
+        member.deadline = now + member.session_timeout
+        if self.state == GroupState.COMPLETING_REBALANCE and not changed:
+            return self._join_reply(member)  # it missed the answer: the same again
+        if self.state == GroupState.STABLE and not changed and member.member_id != self.leader:
+            return self._join_reply(member)
+        member.awaiting_join = True
+        if self.state != GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(now, why if changed else "leader rejoined")
+        self._maybe_complete_join(now)
+        return Wait(member.member_id)
+
+    def _member(self, member_id: str, instance_id: str | None) -> tuple[Member | None, ErrorCode]:
+        if instance_id is not None and instance_id in self.static and self.static[instance_id] != member_id:
+            return None, E.FENCED_INSTANCE_ID
+        member = self.members.get(member_id)
+        return member, (E.NONE if member is not None else E.UNKNOWN_MEMBER_ID)
+
+    def sync(self, now: float, member_id: str, generation: int, instance_id: str | None,
+             protocol_type: str | None, protocol_name: str | None,
+             assignments: dict[str, bytes]) -> SyncReply | Wait:
+        """SyncGroup: the member's assignment now, or Wait until the generation's is persisted."""
+        if self.state == GroupState.DEAD:
+            return SyncReply(member_id, E.COORDINATOR_NOT_AVAILABLE)
+        member, error = self._member(member_id, instance_id)
+        if member is None:
+            return SyncReply(member_id, error)
+        if generation != self.generation:
+            return SyncReply(member_id, E.ILLEGAL_GENERATION)
+        if ((protocol_type is not None and protocol_type != self.protocol_type)
+                or (protocol_name is not None and protocol_name != self.protocol_name)):
+            return SyncReply(member_id, E.INCONSISTENT_GROUP_PROTOCOL)
+        if self.state == GroupState.PREPARING_REBALANCE:
+            return SyncReply(member_id, E.REBALANCE_IN_PROGRESS)
+        member.deadline = now + member.session_timeout
+        if self.state == GroupState.STABLE:
+            return SyncReply(member_id, E.NONE, self.protocol_type, self.protocol_name, member.assignment)
+        member.awaiting_sync = True
+        if self.leader_assigns and member_id == self.leader and self._pending_assignment is None:
+            self.set_assignment(generation, assignments)
+        return Wait(member_id)
+
+    def heartbeat(self, now: float, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
+        if self.state == GroupState.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        member, error = self._member(member_id, instance_id)
+        if member is None:
+            return error
+        if generation != self.generation:
+            return E.ILLEGAL_GENERATION
+        member.deadline = now + member.session_timeout
+        if self.state == GroupState.PREPARING_REBALANCE:
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    def leave(self, now: float, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        """LeaveGroup: one error per (member id, instance id) leaving, in order."""
+        errors = []
+        removed = False
+        for member_id, instance_id in leaving:
+            if instance_id is not None:
+                known = self.static.get(instance_id)
+                if known is None:
+                    errors.append(E.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and member_id != known:
+                    errors.append(E.FENCED_INSTANCE_ID)
+                    continue
+                member_id = known
+            if member_id in self.pending:
+                del self.pending[member_id]
+                errors.append(E.NONE)
+                continue
+            member = self.members.get(member_id)
+            if member is None or self.state == GroupState.DEAD:
+                errors.append(E.UNKNOWN_MEMBER_ID)
+                continue
+            self._remove(member, "left")
+            removed = True
+            errors.append(E.NONE)
+        if removed:
+            self._after_removal(now, "member left")
+        else:
+            self._maybe_complete_join(now)
+        return errors
+
+    def commit_check(self, now: float, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
+        """Whether an OffsetCommit may be stored (Kafka's rules for classic groups)."""
+        if self.state == GroupState.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and self.state == GroupState.EMPTY:
+            return E.NONE  # a standalone consumer or an admin tool
+        if self.state == GroupState.COMPLETING_REBALANCE:
+            return E.REBALANCE_IN_PROGRESS
+        member, error = self._member(member_id, instance_id)
+        if member is None:
+            return error
+        if generation != self.generation:
+            return E.ILLEGAL_GENERATION
+        member.deadline = now + member.session_timeout
+        return E.NONE
+
+    # -- assignment and persistence -------------------------------------------------------
+
+    @property
+    def pending_assignment(self) -> dict[str, bytes] | None:
+        """The generation's assignment while it is being persisted."""
+        return self._pending_assignment
+
+    def set_assignment(self, generation: int, assignments: dict[str, bytes]) -> None:
+        """The generation's assignment (computed by the coordinator, or the leader's)."""
+        if self.state != GroupState.COMPLETING_REBALANCE or generation != self.generation:
+            return
+        self._pending_assignment = {m: assignments.get(m, b"") for m in self.members}
+        self.outbox.append(PersistNeeded(generation))
+
+    def persisted(self, now: float, generation: int, error: ErrorCode = E.NONE) -> None:
+        """The runtime wrote `snapshot()` for `generation` (or could not: `error`)."""
+        if (self.state != GroupState.COMPLETING_REBALANCE or generation != self.generation
+                or self._pending_assignment is None):
+            return
+        if error != E.NONE:
+            for m in self.members.values():
+                if m.awaiting_sync:
+                    m.awaiting_sync = False
+                    self.outbox.append(SyncReply(m.member_id, error))
+            self._pending_assignment = None
+            self._prepare_rebalance(now, "persisting the generation failed")
+            return
+        for member_id, assignment in self._pending_assignment.items():
+            self.members[member_id].assignment = assignment
+        self._pending_assignment = None
+        self._to(GroupState.STABLE)
+        for m in self.members.values():
+            if m.awaiting_sync:
+                m.awaiting_sync = False
+                self.outbox.append(SyncReply(m.member_id, E.NONE, self.protocol_type, self.protocol_name,
+                                             m.assignment))
+        self.outbox.append(RebalanceCompleted(self.generation, len(self.members),
+                                              now - self._rebalance_started))
+
+    def request_rebalance(self, now: float, reason: str) -> None:
+        """From outside the group: its subscribed topics changed."""
+        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(now, reason)
+
+    def mark_dead(self) -> None:
+        for m in self.members.values():
+            if m.awaiting_join:
+                self.outbox.append(JoinReply(m.member_id, E.NOT_COORDINATOR))
+            if m.awaiting_sync:
+                self.outbox.append(SyncReply(m.member_id, E.NOT_COORDINATOR))
+        self._to(GroupState.DEAD)
+
+    # -- time -----------------------------------------------------------------------------
+
+    def _kept_alive(self, m: Member) -> bool:
+        """A known member waiting in a rebalance is not expired by its session timer."""
+        return m.awaiting_join and not m.is_new
+
+    def next_deadline(self) -> float | None:
+        deadlines = list(self.pending.values())
+        deadlines += [m.deadline for m in self.members.values() if not self._kept_alive(m)]
+        if self.state == GroupState.PREPARING_REBALANCE:
+            deadlines += [self._rebalance_deadline, self._initial_deadline]
+        if self.state == GroupState.COMPLETING_REBALANCE and self.leader_assigns:
+            deadlines.append(self._sync_deadline)
+        return min(deadlines, default=None)
+
+    def tick(self, now: float) -> None:
+        for member_id, expiry in list(self.pending.items()):
+            if now >= expiry:
+                del self.pending[member_id]
+        expired = [m for m in self.members.values() if now >= m.deadline and not self._kept_alive(m)]
+        for m in expired:
+            self._remove(m, "session timeout")
+        if (self.state == GroupState.COMPLETING_REBALANCE and self.leader_assigns
+                and now >= self._sync_deadline and self._pending_assignment is None):
+            for m in [m for m in self.members.values() if not m.awaiting_sync]:
+                self._remove(m, "sync timeout")
+                expired.append(m)
+        if expired:
+            self._after_removal(now, "member expired")
+        else:
+            self._maybe_complete_join(now)

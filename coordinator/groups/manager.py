@@ -1,0 +1,244 @@
+"""The trio runtime of the groups of one group-partition: it feeds requests to the pure
+`Group`s, carries out what they ask for (assign, persist, wake waiting requests), and runs
+the one timer of the partition: a heap of (deadline, group) for every session, rebalance
+and pending-member timeout of every group, not a task per member."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from protocol import ErrorCode, ProtocolError
+from protocol.consumer import decode_subscription, encode_assignment
+from protocol.messages import ConsumerProtocolAssignment, TopicPartition
+
+from .. import logs
+from ..assignors import Assignor, MemberSubscription
+from ..errors import store_error_code
+from ..store.fence import NotOwner, StoreError, StoreUnavailable
+from .group import (AssignmentNeeded, Group, GroupConfig, JoinReply, MemberRemoved, PersistNeeded,
+                    RebalanceCompleted, RebalanceStarted, SyncReply, Wait)
+from .snapshot import snapshot
+from .state import GroupState
+
+E = ErrorCode
+Persist = Callable[[str, dict], Awaitable[None]]  # raises on failure
+
+
+@dataclass
+class _Waiter:
+    event: trio.Event
+    reply: Any = None
+
+
+class GroupSet:
+    """The groups of one group-partition, with their timer."""
+
+    def __init__(self, config: GroupConfig, assignors: dict[str, Assignor],
+                 partitions_of: Callable[[str], int], persist: Persist, strict: bool = False):
+        self.config = config
+        self.assignors = assignors
+        self.partitions_of = partitions_of  # topic -> partition count (0 when unknown)
+        self.persist = persist
+        self.strict = strict
+        self.groups: dict[str, Group] = {}
+        self._waiters: dict[tuple[str, str, str], list[_Waiter]] = {}  # (group, kind, member)
+        self._timers: list[tuple[float, str]] = []
+        self._wake = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self.log = logs.get("groupkeeper.groups")
+
+    def group(self, group_id: str, create: bool = False) -> Group | None:
+        group = self.groups.get(group_id)
+        if group is None and create:
+            group = self.groups[group_id] = Group(group_id, self.config)
+        return group
+
+    # -- the runtime ----------------------------------------------------------------------
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for group_id in self.groups:
+                self._schedule(group_id)
+            task_status.started()
+            while True:
+                deadline = self._timers[0][0] if self._timers else math.inf
+                with trio.move_on_at(deadline):
+                    await self._wake.wait()
+                self._wake = trio.Event()
+                now = trio.current_time()
+                due = set()
+                while self._timers and self._timers[0][0] <= now:
+                    due.add(heapq.heappop(self._timers)[1])
+                for group_id in due:
+                    group = self.groups.get(group_id)
+                    if group is not None:
+                        group.tick(now)
+                        self._settle(group)
+
+    def _schedule(self, group_id: str) -> None:
+        group = self.groups.get(group_id)
+        deadline = group.next_deadline() if group is not None else None
+        if deadline is None:
+            return
+        if not self._timers or deadline < self._timers[0][0]:
+            self._wake.set()
+        heapq.heappush(self._timers, (deadline, group_id))
+
+    def _settle(self, group: Group) -> None:
+        """Carry out everything the group asked for, then re-arm its timer."""
+        while group.outbox:
+            effect = group.outbox.pop(0)
+            if isinstance(effect, JoinReply):
+                self._deliver(group.group_id, "join", effect.member_id, effect)
+            elif isinstance(effect, SyncReply):
+                self._deliver(group.group_id, "sync", effect.member_id, effect)
+            elif isinstance(effect, AssignmentNeeded):
+                self._assign(group, effect.generation)
+            elif isinstance(effect, PersistNeeded):
+                self._nursery.start_soon(self._persist, group, effect.generation)
+            elif isinstance(effect, RebalanceStarted):
+                self.log.info("rebalance started", group=group.group_id, generation=group.generation,
+                              reason=effect.reason)
+            elif isinstance(effect, RebalanceCompleted):
+                self.log.info("rebalance completed", group=group.group_id, generation=effect.generation,
+                              members=effect.members, duration_s=round(effect.duration, 3))
+            elif isinstance(effect, MemberRemoved):
+                self.log.info("member removed", group=group.group_id, generation=group.generation,
+                              member=effect.member_id, reason=effect.reason)
+        if group.state == GroupState.DEAD:
+            self.groups.pop(group.group_id, None)
+        else:
+            self._schedule(group.group_id)
+
+    def _deliver(self, group_id: str, kind: str, member_id: str, reply) -> None:
+        for waiter in self._waiters.pop((group_id, kind, member_id), []):
+            waiter.reply = reply
+            waiter.event.set()
+
+    async def _wait(self, group: Group, kind: str, member_id: str):
+        waiter = _Waiter(trio.Event())
+        self._waiters.setdefault((group.group_id, kind, member_id), []).append(waiter)
+        self._settle(group)
+        await waiter.event.wait()
+        return waiter.reply
+
+    async def _persist(self, group: Group, generation: int) -> None:
+        data = snapshot(group, group.pending_assignment)
+        try:
+            await self.persist(group.group_id, data)
+            error = E.NONE
+        except (NotOwner, StoreUnavailable, StoreError) as exc:
+            self.log.warning("persisting the generation failed", group=group.group_id,
+                             generation=generation, error=str(exc))
+            error = store_error_code(exc)
+        group.persisted(trio.current_time(), generation, error)
+        self._settle(group)
+
+    # -- server-side assignment -----------------------------------------------------------
+
+    def _assign(self, group: Group, generation: int) -> None:
+        assignor = self.assignors.get(group.protocol_name or "")
+        if assignor is None or group.protocol_type != "consumer":
+            group.leader_assigns = True  # the leader's SyncGroup carries the assignment
+            return
+        members, versions = [], {}
+        for m in group.members.values():
+            try:
+                version, sub = decode_subscription(m.metadata(group.protocol_name))
+            except ProtocolError:  # not a consumer subscription: it gets no partitions
+                version, sub = 0, None
+            versions[m.member_id] = min(version, 3)
+            members.append(MemberSubscription(
+                m.member_id, tuple(sub.topics) if sub else (), m.instance_id,
+                {tp.topic: list(tp.partitions) for tp in sub.owned_partitions} if sub else {},
+                sub.user_data if sub else None))
+        topics = {t for m in members for t in m.topics}
+        partitions = {t: n for t in topics if (n := self.partitions_of(t))}
+        result = assignor.assign(members, partitions)
+        assignments = {
+            member_id: encode_assignment(ConsumerProtocolAssignment(assigned_partitions=[
+                TopicPartition(topic=t, partitions=ps) for t, ps in sorted(topics_.items()) if ps]),
+                versions[member_id])
+            for member_id, topics_ in result.items()}
+        group.set_assignment(generation, assignments)
+
+    def assignable(self, protocols: list[tuple[str, bytes]]) -> bool:
+        """In strict mode, a member must offer at least one strategy known here."""
+        return not self.strict or any(name in self.assignors for name, _ in protocols)
+
+    # -- requests -------------------------------------------------------------------------
+
+    async def join(self, group_id: str, **request) -> JoinReply:
+        group = self.group(group_id, create=True)
+        reply = group.join(trio.current_time(), **request)
+        if isinstance(reply, Wait):
+            return await self._wait(group, "join", reply.member_id)
+        self._settle(group)
+        if (group.state == GroupState.EMPTY and not group.members and not group.pending
+                and group.generation == 0):
+            self.groups.pop(group_id, None)  # refused before the group ever lived
+        return reply
+
+    async def sync(self, group_id: str, member_id: str, **request) -> SyncReply:
+        group = self.group(group_id)
+        if group is None:
+            return SyncReply(member_id, E.UNKNOWN_MEMBER_ID)
+        reply = group.sync(trio.current_time(), member_id, **request)
+        if isinstance(reply, Wait):
+            return await self._wait(group, "sync", member_id)
+        self._settle(group)
+        return reply
+
+    def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
+        group = self.group(group_id)
+        if group is None:
+            return E.UNKNOWN_MEMBER_ID
+        error = group.heartbeat(trio.current_time(), member_id, generation, instance_id)
+        self._settle(group)
+        return error
+
+    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        group = self.group(group_id)
+        if group is None:
+            return [E.UNKNOWN_MEMBER_ID] * len(leaving)
+        errors = group.leave(trio.current_time(), leaving)
+        self._settle(group)
+        return errors
+
+    def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
+        group = self.group(group_id)
+        if group is None:
+            return E.NONE if generation < 0 else E.ILLEGAL_GENERATION
+        error = group.commit_check(trio.current_time(), member_id, generation, instance_id)
+        self._settle(group)
+        return error
+
+    def topics_changed(self, topic: str) -> None:
+        """A subscribed topic was created or grew: rebalance the groups that subscribe."""
+        now = trio.current_time()
+        for group in list(self.groups.values()):
+            if group.state not in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+                continue
+            if any(topic in _topics(m.metadata(group.protocol_name)) for m in group.members.values()):
+                group.request_rebalance(now, f"partitions of {topic} changed")
+                self._settle(group)
+
+    def drop(self, group_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.mark_dead()
+            self._settle(group)
+
+
+def _topics(metadata: bytes) -> tuple[str, ...]:
+    try:
+        return tuple(decode_subscription(metadata)[1].topics)
+    except ProtocolError:
+        return ()

@@ -1,0 +1,290 @@
+"""One function per API key: a decoded request in, a response message out."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from protocol import ErrorCode, messages as m
+from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
+                              HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, METADATA,
+                              OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP)
+
+from .errors import store_error_code
+from .groups.state import GroupState
+from .ownership import Coordinator, Owned
+from .store.fence import NotOwner, StoreError, StoreUnavailable
+from .store.registry import TopicRegistry
+
+E = ErrorCode
+
+# What we advertise: implemented and tested. OffsetCommit/OffsetFetch stop before the
+# versions that carry KIP-848 member epochs; OffsetCommit starts at 2 as Kafka 4 does.
+SUPPORTED: dict[int, tuple[int, int]] = {
+    API_VERSIONS.key: (0, 4), METADATA.key: (0, 12), FIND_COORDINATOR.key: (0, 4),
+    JOIN_GROUP.key: (0, 9), SYNC_GROUP.key: (0, 5), HEARTBEAT.key: (0, 4), LEAVE_GROUP.key: (0, 5),
+    OFFSET_COMMIT.key: (2, 8), OFFSET_FETCH.key: (1, 8), LIST_GROUPS.key: (0, 4),
+    DESCRIBE_GROUPS.key: (0, 5), DELETE_GROUPS.key: (0, 2),
+}
+INSTANCE_NODE_BASE = 1_000_000_000  # coordinator node ids: never a broker's
+CLUSTER_ID = "groupkeeper"
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+
+def api_versions_response(error: ErrorCode = E.NONE) -> m.ApiVersionsResponse:
+    return m.ApiVersionsResponse(error_code=error, api_keys=[
+        m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())])
+
+
+class Handlers:
+    def __init__(self, coordinator: Coordinator, registry: TopicRegistry, node: Node):
+        self.coordinator = coordinator
+        self.registry = registry
+        self.node = node
+        self.table = {
+            API_VERSIONS.key: self.api_versions, METADATA.key: self.metadata,
+            FIND_COORDINATOR.key: self.find_coordinator, JOIN_GROUP.key: self.join_group,
+            SYNC_GROUP.key: self.sync_group, HEARTBEAT.key: self.heartbeat,
+            LEAVE_GROUP.key: self.leave_group, OFFSET_COMMIT.key: self.offset_commit,
+            OFFSET_FETCH.key: self.offset_fetch, LIST_GROUPS.key: self.list_groups,
+            DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups,
+        }
+
+    async def handle(self, header, request, client_host: str):
+        return await self.table[header.api_key](header, request, client_host)
+
+    # -- cluster --------------------------------------------------------------------------
+
+    async def api_versions(self, header, request, client_host):
+        return api_versions_response()
+
+    async def metadata(self, header, request, client_host):
+        brokers = [m.MetadataResponseBroker(node_id=self.node.node_id, host=self.node.host,
+                                            port=self.node.port)]
+        known = self.registry.partitions
+        if request.topics is None or (header.api_version == 0 and not request.topics):
+            names = sorted(known)
+        else:
+            names = [t.name for t in request.topics if t.name is not None]
+        topics = []
+        for name in names:
+            count = known.get(name)
+            if count is None:
+                topics.append(m.MetadataResponseTopic(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+                continue
+            topics.append(m.MetadataResponseTopic(error_code=E.NONE, name=name, partitions=[
+                m.MetadataResponsePartition(error_code=E.LEADER_NOT_AVAILABLE, partition_index=p,
+                                            leader_id=-1) for p in range(count)]))
+        return m.MetadataResponse(brokers=brokers, cluster_id=CLUSTER_ID,
+                                  controller_id=self.node.node_id, topics=topics)
+
+    async def find_coordinator(self, header, request, client_host):
+        if header.api_version < 4:
+            key_type = request.key_type
+            error = self._coordinator_error(request.key, key_type)
+            if error != E.NONE:
+                return m.FindCoordinatorResponse(error_code=error, error_message=error.name,
+                                                 node_id=-1, host="", port=-1)
+            return m.FindCoordinatorResponse(error_code=E.NONE, node_id=self.node.node_id,
+                                             host=self.node.host, port=self.node.port)
+        coordinators = []
+        for key in request.coordinator_keys:
+            error = self._coordinator_error(key, request.key_type)
+            coordinators.append(m.Coordinator(
+                key=key, node_id=self.node.node_id if error == E.NONE else -1,
+                host=self.node.host if error == E.NONE else "", port=self.node.port if error == E.NONE else -1,
+                error_code=error, error_message=None if error == E.NONE else error.name))
+        return m.FindCoordinatorResponse(coordinators=coordinators)
+
+    def _coordinator_error(self, key: str, key_type: int) -> ErrorCode:
+        if key_type != 0:  # transactions and share groups are not ours
+            return E.INVALID_REQUEST
+        route = self.coordinator.route(key)
+        return E.COORDINATOR_NOT_AVAILABLE if route == E.NOT_COORDINATOR else E.NONE
+
+    # -- membership -----------------------------------------------------------------------
+
+    async def join_group(self, header, request, client_host):
+        route = self.coordinator.route(request.group_id)
+        if not request.group_id:
+            return m.JoinGroupResponse(error_code=E.INVALID_GROUP_ID, member_id=request.member_id)
+        if not isinstance(route, Owned):
+            return m.JoinGroupResponse(error_code=route, member_id=request.member_id)
+        protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
+        if not route.groups.assignable(protocols):
+            return m.JoinGroupResponse(error_code=E.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id)
+        rebalance_timeout = request.rebalance_timeout_ms if header.api_version >= 1 else request.session_timeout_ms
+        reply = await route.groups.join(
+            request.group_id, member_id=request.member_id, instance_id=request.group_instance_id,
+            client_id=header.client_id or "", client_host=client_host,
+            session_timeout=request.session_timeout_ms / 1000, rebalance_timeout=rebalance_timeout / 1000,
+            protocol_type=request.protocol_type, protocols=protocols,
+            require_known_member_id=header.api_version >= 4, reason=request.reason)
+        return m.JoinGroupResponse(
+            error_code=reply.error, generation_id=reply.generation, protocol_type=reply.protocol_type,
+            protocol_name=reply.protocol_name if header.api_version >= 7 else (reply.protocol_name or ""),
+            leader=reply.leader, member_id=reply.member_id,
+            members=[m.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
+                     for mid, iid, meta in reply.members])
+
+    async def sync_group(self, header, request, client_host):
+        route = self.coordinator.route(request.group_id)
+        if not isinstance(route, Owned):
+            return m.SyncGroupResponse(error_code=route)
+        reply = await route.groups.sync(
+            request.group_id, request.member_id, generation=request.generation_id,
+            instance_id=request.group_instance_id, protocol_type=request.protocol_type,
+            protocol_name=request.protocol_name,
+            assignments={a.member_id: bytes(a.assignment) for a in request.assignments})
+        return m.SyncGroupResponse(error_code=reply.error, protocol_type=reply.protocol_type,
+                                   protocol_name=reply.protocol_name, assignment=reply.assignment)
+
+    async def heartbeat(self, header, request, client_host):
+        route = self.coordinator.route(request.group_id)
+        if not isinstance(route, Owned):
+            return m.HeartbeatResponse(error_code=route)
+        return m.HeartbeatResponse(error_code=route.groups.heartbeat(
+            request.group_id, request.member_id, request.generation_id, request.group_instance_id))
+
+    async def leave_group(self, header, request, client_host):
+        route = self.coordinator.route(request.group_id)
+        leaving = ([(request.member_id, None)] if header.api_version < 3 else
+                   [(x.member_id, x.group_instance_id) for x in request.members])
+        if not isinstance(route, Owned):
+            return m.LeaveGroupResponse(error_code=route)
+        errors = route.groups.leave(request.group_id, leaving)
+        if header.api_version < 3:
+            return m.LeaveGroupResponse(error_code=errors[0])
+        return m.LeaveGroupResponse(error_code=E.NONE, members=[
+            m.MemberResponse(member_id=mid, group_instance_id=iid, error_code=error)
+            for (mid, iid), error in zip(leaving, errors)])
+
+    # -- offsets --------------------------------------------------------------------------
+
+    async def offset_commit(self, header, request, client_host):
+        def answer(error_of):
+            return m.OffsetCommitResponse(topics=[m.OffsetCommitResponseTopic(name=t.name, partitions=[
+                m.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                error_code=error_of(t.name, p.partition_index))
+                for p in t.partitions]) for t in request.topics])
+
+        route = self.coordinator.route(request.group_id)
+        if not isinstance(route, Owned):
+            return answer(lambda topic, p: route)
+        error = route.groups.commit_check(request.group_id, request.member_id,
+                                          request.generation_id_or_member_epoch, request.group_instance_id)
+        if error != E.NONE:
+            return answer(lambda topic, p: error)
+        too_long = {(t.name, p.partition_index) for t in request.topics for p in t.partitions
+                    if p.committed_metadata is not None and len(p.committed_metadata) > 4096}
+        now_ms = int(time.time() * 1000)
+        entries = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch,
+                                                 p.committed_metadata, now_ms)
+                   for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in too_long}
+        try:
+            if entries:
+                await route.store.commit_offsets(request.group_id, entries)
+        except (NotOwner, StoreUnavailable, StoreError) as exc:
+            code = store_error_code(exc)
+            return answer(lambda topic, p: code)
+        return answer(lambda topic, p: E.OFFSET_METADATA_TOO_LARGE if (topic, p) in too_long else E.NONE)
+
+    async def offset_fetch(self, header, request, client_host):
+        if header.api_version >= 8:
+            groups = [self._fetch_group(g.group_id, None if g.topics is None else
+                                        [(t.name, t.partition_indexes) for t in g.topics], header.api_version)
+                      for g in request.groups]
+            return m.OffsetFetchResponse(groups=[
+                m.OffsetFetchResponseGroup(group_id=gid, error_code=error, topics=[
+                    m.OffsetFetchResponseTopics(name=name, partitions=[
+                        m.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
+                                                        committed_leader_epoch=e, metadata=md, error_code=pe)
+                        for p, o, e, md, pe in parts]) for name, parts in topics])
+                for gid, error, topics in groups])
+        topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
+        _, error, result = self._fetch_group(request.group_id, topics, header.api_version)
+        return m.OffsetFetchResponse(error_code=error, topics=[
+            m.OffsetFetchResponseTopic(name=name, partitions=[
+                m.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                                               metadata=md, error_code=pe if header.api_version >= 2 or error == E.NONE else error)
+                for p, o, e, md, pe in parts]) for name, parts in result])
+
+    def _fetch_group(self, group_id: str, topics, version: int):
+        """(group, error, [(topic, [(partition, offset, epoch, metadata, error)])])."""
+        route = self.coordinator.route(group_id)
+        if not isinstance(route, Owned):
+            return group_id, route, [(name, [(p, -1, -1, "", route) for p in parts]) for name, parts in topics or []]
+        committed = route.store.durable.get(group_id, {})
+        if topics is None:
+            topics = [(name, sorted(parts)) for name, parts in sorted(committed.items())]
+        result = []
+        for name, parts in topics:
+            have = committed.get(name, {})
+            result.append((name, [(p, *(_entry(have[p]) if p in have else (-1, -1, "")), E.NONE)
+                                  for p in parts]))
+        return group_id, E.NONE, result
+
+    # -- administration -------------------------------------------------------------------
+
+    async def list_groups(self, header, request, client_host):
+        wanted = {s.lower() for s in request.states_filter}
+        groups = [m.ListedGroup(group_id=gid, protocol_type=g.protocol_type or "", group_state=g.state.value)
+                  for gid, g in sorted(self.coordinator.all_groups())
+                  if not wanted or g.state.value.lower() in wanted]
+        return m.ListGroupsResponse(error_code=E.NONE, groups=groups)
+
+    async def describe_groups(self, header, request, client_host):
+        described = []
+        for group_id in request.groups:
+            route = self.coordinator.route(group_id)
+            if not isinstance(route, Owned):
+                described.append(m.DescribedGroup(error_code=route, group_id=group_id))
+                continue
+            group = route.groups.group(group_id)
+            if group is None:
+                described.append(m.DescribedGroup(error_code=E.NONE, group_id=group_id,
+                                                  group_state=GroupState.DEAD.value))
+                continue
+            stable = group.state == GroupState.STABLE
+            described.append(m.DescribedGroup(
+                error_code=E.NONE, group_id=group_id, group_state=group.state.value,
+                protocol_type=group.protocol_type or "", protocol_data=group.protocol_name or "",
+                members=[m.DescribedGroupMember(
+                    member_id=x.member_id, group_instance_id=x.instance_id, client_id=x.client_id,
+                    client_host=x.client_host, member_metadata=x.metadata(group.protocol_name),
+                    member_assignment=x.assignment if stable else b"")
+                    for x in group.members.values()]))
+        return m.DescribeGroupsResponse(groups=described)
+
+    async def delete_groups(self, header, request, client_host):
+        results = []
+        for group_id in request.groups_names:
+            results.append(m.DeletableGroupResult(group_id=group_id, error_code=await self._delete(group_id)))
+        return m.DeleteGroupsResponse(results=results)
+
+    async def _delete(self, group_id: str) -> ErrorCode:
+        route = self.coordinator.route(group_id)
+        if not isinstance(route, Owned):
+            return route
+        group = route.groups.group(group_id)
+        if group is not None and group.members:
+            return E.NON_EMPTY_GROUP
+        if group is None and group_id not in route.store.durable and group_id not in route.store.groups:
+            return E.GROUP_ID_NOT_FOUND
+        try:
+            await route.store.delete_group(group_id)
+        except (NotOwner, StoreUnavailable, StoreError) as exc:
+            return store_error_code(exc)
+        route.groups.drop(group_id)
+        return E.NONE
+
+
+def _entry(entry) -> tuple[int, int, str | None]:
+    offset, epoch, metadata, _ = entry
+    return offset, epoch, metadata

@@ -1,0 +1,124 @@
+"""Which group-partitions this instance owns, and the groups and offsets of each.
+
+Groups map to a fixed number of group-partitions (a CRC-32 of the group id); the count is
+written once to /groupkeeper/config when the cluster is created. At start-up the instance
+takes every partition no one else holds, loads it (answering COORDINATOR_LOAD_IN_PROGRESS
+for its groups meanwhile) and serves it; on shutdown it gives them up. Spreading
+partitions over several instances and taking over a dead one's is the job of the
+several-instances work; until then an instance serves what it could take.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import trio
+from kazoo.exceptions import NodeExistsError
+
+from protocol import ErrorCode
+
+from . import logs
+from .assignors import Assignor
+from .groups.group import GroupConfig
+from .groups.manager import GroupSet
+from .groups.snapshot import restore
+from .store import layout
+from .store.bridge import ZooKeeperBridge
+from .store.fence import NotOwner, StoreError, StoreUnavailable, acquire, release
+from .store.partition import PartitionStore
+from .store.registry import TopicRegistry
+from .store.session import SessionGuard
+
+DEFAULT_GROUP_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    return zlib.crc32(group_id.encode()) % partitions
+
+
+@dataclass
+class Owned:
+    store: PartitionStore
+    groups: GroupSet
+    loaded: trio.Event = field(default_factory=trio.Event)
+
+
+class Coordinator:
+    def __init__(self, zk: ZooKeeperBridge, guard: SessionGuard, registry: TopicRegistry,
+                 instance_id: int, group_config: GroupConfig, assignors: dict[str, Assignor],
+                 strict: bool = False):
+        self.zk = zk
+        self.guard = guard
+        self.registry = registry
+        self.instance_id = instance_id
+        self.group_config = group_config
+        self.assignors = assignors
+        self.strict = strict
+        self.group_partitions = DEFAULT_GROUP_PARTITIONS
+        self.owned: dict[int, Owned] = {}
+        self.log = logs.get("groupkeeper.ownership").bind(instance=instance_id)
+
+    def route(self, group_id: str) -> Owned | ErrorCode:
+        """The partition serving `group_id`, or the error to answer with."""
+        owned = self.owned.get(partition_for(group_id, self.group_partitions))
+        if owned is None or self.guard.fenced:
+            return ErrorCode.NOT_COORDINATOR
+        if not owned.loaded.is_set():
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return owned
+
+    def all_groups(self) -> list[tuple[str, object]]:
+        return [(gid, g) for o in self.owned.values() if o.loaded.is_set()
+                for gid, g in o.groups.groups.items()]
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self.group_partitions = await self._cluster_config()
+        changes = self.registry.subscribe()
+        async with trio.open_nursery() as nursery:
+            for n in range(self.group_partitions):
+                try:
+                    fence = await acquire(self.zk, n, {"instance": self.instance_id})
+                except NotOwner:
+                    continue
+                store = PartitionStore(self.zk, fence, self.guard)
+                groups = GroupSet(self.group_config, self.assignors, self._partitions_of,
+                                  store.write_group, self.strict)
+                self.owned[n] = Owned(store, groups)
+            self.log.info("group-partitions taken", count=len(self.owned), of=self.group_partitions)
+            task_status.started()
+            for n, owned in self.owned.items():
+                nursery.start_soon(self._serve_partition, n, owned)
+            async for change in changes:
+                for owned in self.owned.values():
+                    owned.groups.topics_changed(change.topic)
+
+    async def _serve_partition(self, n: int, owned: Owned) -> None:
+        loaded = await owned.store.load()
+        now = trio.current_time()
+        for group_id, data in loaded.groups.items():
+            owned.groups.groups[group_id] = restore(group_id, data, now, self.group_config)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(owned.store.run_writer)
+            await nursery.start(owned.groups.run)
+            owned.loaded.set()
+
+    async def release_all(self) -> None:
+        for owned in self.owned.values():
+            try:
+                await release(self.zk, owned.store.fence)
+            except (NotOwner, StoreUnavailable, StoreError) as exc:  # log, release the others
+                self.log.warning("could not release a group-partition", partition=owned.store.partition,
+                                 error=str(exc))
+
+    def _partitions_of(self, topic: str) -> int:
+        return self.registry.partitions.get(topic, 0)
+
+    async def _cluster_config(self) -> int:
+        try:
+            await self.zk.create(layout.config_path(), layout.encode(
+                {"group_partitions": DEFAULT_GROUP_PARTITIONS}), makepath=True)
+        except NodeExistsError:
+            pass
+        data, _ = await self.zk.get(layout.config_path())
+        return layout.decode(data)["group_partitions"]
