@@ -18,6 +18,7 @@ from protocol import ErrorCode
 from .state import TRANSITIONS, GroupState, IllegalTransition
 
 E = ErrorCode
+NEW_MEMBER_JOIN_TIMEOUT = 300.0  # seconds, as Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,9 @@ class Group:
              why: str) -> JoinReply | Wait:
         if self.config.max_size and len(self.members) >= self.config.max_size:
             return JoinReply(member_id, E.GROUP_MAX_SIZE_REACHED)
-        member = Member(member_id, instance_id, awaiting_join=True, deadline=now + fields["session_timeout"],
+        # a new member waiting in its first rebalance has longer than a session (Kafka's
+        # new-member join timeout): it cannot heartbeat before it has a generation
+        member = Member(member_id, instance_id, awaiting_join=True, deadline=now + NEW_MEMBER_JOIN_TIMEOUT,
                         **fields)
         self.members[member_id] = member
         if instance_id is not None:
@@ -482,11 +485,14 @@ class Group:
         """A known member waiting in a rebalance is not expired by its session timer."""
         return m.awaiting_join and not m.is_new
 
-    def next_deadline(self) -> float | None:
+    def next_deadline(self, now: float) -> float | None:
+        """When `tick` next has something to do (every deadline up to `now` is handled)."""
         deadlines = list(self.pending.values())
         deadlines += [m.deadline for m in self.members.values() if not self._kept_alive(m)]
         if self.state == GroupState.PREPARING_REBALANCE:
-            deadlines += [self._rebalance_deadline, self._initial_deadline]
+            deadlines.append(self._rebalance_deadline)
+            if self._initial_deadline > now:
+                deadlines.append(self._initial_deadline)
         if self.state == GroupState.COMPLETING_REBALANCE and self.leader_assigns:
             deadlines.append(self._sync_deadline)
         return min(deadlines, default=None)

@@ -84,7 +84,7 @@ class GroupSet:
 
     def _schedule(self, group_id: str) -> None:
         group = self.groups.get(group_id)
-        deadline = group.next_deadline() if group is not None else None
+        deadline = group.next_deadline(trio.current_time()) if group is not None else None
         if deadline is None:
             return
         if not self._timers or deadline < self._timers[0][0]:

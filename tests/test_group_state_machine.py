@@ -1,0 +1,311 @@
+"""The group state machine, pure (no I/O), and its runtime's timers under trio's MockClock.
+
+Tests named `test_seed_...` are the "interesting scenarios" of the 0.9 consumer design
+(seed 001) that apply to a coordinator.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import trio
+import trio.testing
+
+from coordinator.assignors import BUILT_IN
+from coordinator.groups.group import (AssignmentNeeded, Group, GroupConfig, JoinReply, MemberRemoved,
+                                      PersistNeeded, SyncReply, Wait)
+from coordinator.groups.manager import GroupSet
+from coordinator.groups.snapshot import restore, snapshot
+from coordinator.groups.state import TRANSITIONS, GroupState, IllegalTransition
+from protocol import ErrorCode as E
+from protocol.consumer import decode_assignment, encode_subscription
+from protocol.messages import ConsumerProtocolSubscription
+
+S = GroupState
+SUB = encode_subscription(ConsumerProtocolSubscription(topics=["t"]), 0)
+
+
+def _group(**config) -> Group:
+    ids = (f"m{i}" for i in itertools.count(1))
+    return Group("g", GroupConfig(**{"initial_rebalance_delay": 1.0, **config}), new_id=lambda c: next(ids))
+
+
+def _join(g: Group, now: float, member_id: str = "", *, instance: str | None = None,
+          protocols=(("range", SUB),), session: float = 10.0, rebalance: float = 30.0, v4: bool = False):
+    return g.join(now, member_id=member_id, instance_id=instance, client_id="c", client_host="h",
+                  session_timeout=session, rebalance_timeout=rebalance, protocol_type="consumer",
+                  protocols=list(protocols), require_known_member_id=v4)
+
+
+def _drain(g: Group) -> list:
+    out, g.outbox[:] = list(g.outbox), []
+    return out
+
+
+def _stable(g: Group, now: float, members: int = 1) -> list[str]:
+    """Bring `members` new members to a Stable generation, at `now` + the initial delay."""
+    ids = [_join(g, now).member_id for _ in range(members)]
+    g.tick(now + g.config.initial_rebalance_delay)
+    gen = g.generation
+    g.set_assignment(gen, {i: b"a-" + i.encode() for i in ids})
+    g.persisted(now + g.config.initial_rebalance_delay, gen)
+    _drain(g)
+    assert g.state == S.STABLE
+    return ids
+
+
+def test_the_transition_table_is_enforced():
+    assert S.STABLE in TRANSITIONS[S.COMPLETING_REBALANCE]
+    assert S.STABLE not in TRANSITIONS[S.EMPTY]
+    g = _group()
+    with pytest.raises(IllegalTransition):
+        g._to(S.STABLE)
+
+
+def test_first_member_completes_a_generation():
+    g = _group()
+    wait = _join(g, 0)
+    assert isinstance(wait, Wait) and g.state == S.PREPARING_REBALANCE
+    g.tick(0.999)
+    assert g.state == S.PREPARING_REBALANCE  # the initial rebalance delay
+    g.tick(1.0)
+    effects = _drain(g)
+    join = next(e for e in effects if isinstance(e, JoinReply))
+    assert join.error == E.NONE and join.generation == 1 and join.leader == wait.member_id
+    assert join.protocol_name == "range" and join.members == ((wait.member_id, None, SUB),)
+    assert AssignmentNeeded(1) in effects and g.state == S.COMPLETING_REBALANCE
+
+
+def test_member_id_required_then_join_and_the_pending_member_expires():
+    g = _group()
+    first = _join(g, 0, v4=True)
+    assert first.error == E.MEMBER_ID_REQUIRED and first.member_id in g.pending
+    assert g.state == S.EMPTY
+    g.tick(10.0)  # it never came back within its session timeout
+    assert not g.pending
+    assert _join(g, 11, first.member_id, v4=True).error == E.UNKNOWN_MEMBER_ID
+
+
+def test_session_timeout_bounds_and_protocol_mismatch():
+    g = _group(min_session_timeout=6, max_session_timeout=60)
+    assert _join(g, 0, session=5).error == E.INVALID_SESSION_TIMEOUT
+    assert _join(g, 0, session=61).error == E.INVALID_SESSION_TIMEOUT
+    _stable(g, 0)
+    assert _join(g, 1, protocols=[("sticky", SUB)]).error == E.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_group_max_size():
+    g = _group(max_size=2)
+    _stable(g, 0, members=2)
+    assert _join(g, 1).error == E.GROUP_MAX_SIZE_REACHED
+
+
+def test_generation_is_bumped_on_every_completed_rebalance():
+    g = _group()
+    (a,) = _stable(g, 0)
+    assert g.generation == 1
+    g.request_rebalance(2, "partitions changed")
+    assert isinstance(_join(g, 2, a), Wait)
+    assert g.state == S.COMPLETING_REBALANCE and g.generation == 2  # same members, new generation
+
+
+def test_seed_heartbeats_during_rebalance():
+    g = _group()
+    a, b = _stable(g, 0, members=2)
+    assert g.heartbeat(1, a, 1, None) == E.NONE
+    _join(g, 1)  # a third member: rebalance
+    assert g.state == S.PREPARING_REBALANCE
+    assert g.heartbeat(1.5, a, 1, None) == E.REBALANCE_IN_PROGRESS
+    assert g.heartbeat(1.5, a, 0, None) == E.ILLEGAL_GENERATION
+    assert g.heartbeat(1.5, "nobody", 1, None) == E.UNKNOWN_MEMBER_ID
+
+
+def test_seed_offset_commits_during_rebalance():
+    g = _group()
+    a, b = _stable(g, 0, members=2)
+    _join(g, 1)  # rebalance starts; a still owns its partitions
+    assert g.commit_check(1.2, a, 1, None) == E.NONE  # commit in the revoke callback: kept
+    assert g.commit_check(1.2, a, 0, None) == E.ILLEGAL_GENERATION
+    assert g.commit_check(1.2, "stranger", -1, None) == E.UNKNOWN_MEMBER_ID
+
+
+def test_standalone_commits_to_an_empty_group_are_accepted():
+    g = _group()
+    assert g.commit_check(0, "", -1, None) == E.NONE
+    assert g.commit_check(0, "", 3, None) == E.UNKNOWN_MEMBER_ID
+
+
+def test_seed_slow_consumers_are_removed_at_the_rebalance_timeout():
+    g = _group()
+    a, b = _stable(g, 0, members=2)
+    _join(g, 1, a)  # a rejoins; b is slow and never does
+    for now in range(5, 31, 5):  # b keeps heartbeating, but does not rejoin
+        assert g.heartbeat(now, b, 1, None) == E.REBALANCE_IN_PROGRESS
+        g.tick(now)
+    assert g.state == S.PREPARING_REBALANCE
+    g.tick(31)
+    effects = _drain(g)
+    assert MemberRemoved(b, "rebalance timeout") in effects
+    assert g.state == S.COMPLETING_REBALANCE and list(g.members) == [a]
+
+
+def test_seed_partition_changes_for_subscribed_topics():
+    g = _group()
+    a, = _stable(g, 0)
+    g.request_rebalance(1, "partitions of t changed")
+    assert g.state == S.PREPARING_REBALANCE
+    assert g.heartbeat(1, a, 1, None) == E.REBALANCE_IN_PROGRESS
+
+
+def test_seed_coordinator_failover_members_continue_on_the_loaded_group():
+    g = _group()
+    a, b = _stable(g, 0, members=2)
+    loaded = restore("g", snapshot(g), now=100.0, config=g.config)
+    assert loaded.state == S.STABLE and loaded.generation == g.generation
+    assert loaded.heartbeat(101, a, g.generation, None) == E.NONE
+    assert loaded.members[b].assignment == b"a-" + b.encode()
+    loaded.tick(100 + 10)  # a member that never reaches the new coordinator expires
+    assert b not in loaded.members and loaded.state == S.PREPARING_REBALANCE
+
+
+def test_seed_coordinator_failure_during_rebalance_fails_syncs_and_rebalances():
+    g = _group()
+    a = _join(g, 0).member_id
+    g.tick(1)
+    _drain(g)
+    assert isinstance(g.sync(1.1, a, 1, None, None, None, {}), Wait)
+    g.set_assignment(1, {a: b"x"})
+    g.persisted(1.2, 1, E.NOT_COORDINATOR)  # the generation could not be stored
+    effects = _drain(g)
+    assert SyncReply(a, E.NOT_COORDINATOR) in effects and g.state == S.PREPARING_REBALANCE
+
+
+def test_sync_is_answered_once_the_generation_is_persisted():
+    g = _group()
+    a, b = _join(g, 0).member_id, _join(g, 0).member_id
+    g.tick(1)
+    _drain(g)
+    assert isinstance(g.sync(1.1, b, 1, None, None, None, {}), Wait)
+    g.set_assignment(1, {a: b"A", b: b"B"})
+    assert PersistNeeded(1) in _drain(g)
+    assert g.state == S.COMPLETING_REBALANCE  # not before it is stored
+    g.persisted(1.2, 1)
+    assert SyncReply(b, E.NONE, "consumer", "range", b"B") in _drain(g)
+    assert g.sync(1.3, a, 1, None, None, None, {}).assignment == b"A"
+    assert g.sync(1.3, a, 0, None, None, None, {}).error == E.ILLEGAL_GENERATION
+
+
+def test_static_member_restart_keeps_its_assignment_without_a_rebalance():
+    g = _group()
+    first = _join(g, 0, instance="pod-1")
+    g.tick(1)
+    g.set_assignment(1, {first.member_id: b"mine"})
+    g.persisted(1, 1)
+    _drain(g)
+    again = _join(g, 5, instance="pod-1")  # restarted: no member id, same instance id
+    assert again.error == E.NONE and again.member_id != first.member_id and g.generation == 1
+    assert g.state == S.STABLE
+    assert g.sync(5, again.member_id, 1, "pod-1", None, None, {}).assignment == b"mine"
+    assert g.heartbeat(5, first.member_id, 1, "pod-1") == E.FENCED_INSTANCE_ID
+
+
+def test_leave_triggers_a_rebalance_and_an_empty_group():
+    g = _group()
+    a, b = _stable(g, 0, members=2)
+    assert g.leave(1, [(b, None), ("ghost", None)]) == [E.NONE, E.UNKNOWN_MEMBER_ID]
+    assert g.state == S.PREPARING_REBALANCE
+    assert isinstance(_join(g, 1, a), Wait)  # the last one to rejoin completes it at once
+    assert g.state == S.COMPLETING_REBALANCE and g.generation == 2
+    assert g.leave(2, [(a, None)]) == [E.NONE]
+    assert g.state == S.EMPTY and g.generation == 3
+
+
+def test_the_vote_picks_what_most_members_prefer():
+    g = _group()
+    _join(g, 0, protocols=[("roundrobin", SUB), ("range", SUB)])
+    _join(g, 0, protocols=[("range", SUB), ("roundrobin", SUB)])
+    _join(g, 0, protocols=[("range", SUB)])
+    g.tick(1)
+    assert g.protocol_name == "range"
+
+
+# -- the runtime's timers, under MockClock ------------------------------------------------------
+
+async def _persist_nothing(group_id: str, data: dict) -> None:
+    pass
+
+
+def _set(**config) -> GroupSet:
+    return GroupSet(GroupConfig(**config), dict(BUILT_IN), lambda topic: 4, _persist_nothing)
+
+
+def _request(member_id: str = "", session: float = 10.0) -> dict:
+    return dict(member_id=member_id, instance_id=None, client_id="c", client_host="h",
+                session_timeout=session, rebalance_timeout=30.0, protocol_type="consumer",
+                protocols=[("range", SUB)], require_known_member_id=False)
+
+
+@pytest.fixture
+def autojump_clock():
+    return trio.testing.MockClock(autojump_threshold=0)
+
+
+async def test_initial_rebalance_delay_makes_one_generation_of_a_fleet(autojump_clock):
+    groups = _set(initial_rebalance_delay=3.0)
+    replies = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(groups.run)
+        start = trio.current_time()
+
+        async def member(delay: float):
+            await trio.sleep(delay)
+            replies.append(await groups.join("g", **_request()))
+
+        async with trio.open_nursery() as fleet:
+            for delay in (0, 1, 2, 2.5):
+                fleet.start_soon(member, delay)
+        assert {r.generation for r in replies} == {1}
+        assert trio.current_time() - start == pytest.approx(2.5 + 3.0)  # extended by each join
+        nursery.cancel_scope.cancel()
+
+
+async def test_session_expiry_removes_a_silent_member(autojump_clock):
+    groups = _set(initial_rebalance_delay=0.0, min_session_timeout=1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(groups.run)
+        a = await groups.join("g", **_request(session=5))
+        sync = await groups.sync("g", a.member_id, generation=1, instance_id=None, protocol_type=None,
+                                 protocol_name=None, assignments={})
+        assert sync.error == E.NONE
+        topics = decode_assignment(sync.assignment)[1].assigned_partitions
+        assert [(tp.topic, tp.partitions) for tp in topics] == [("t", [0, 1, 2, 3])]
+        for _ in range(4):  # heartbeats keep it alive past its session timeout
+            await trio.sleep(3)
+            assert groups.heartbeat("g", a.member_id, 1, None) == E.NONE
+        await trio.sleep(5.001)  # silence: expired by the group-partition's one timer
+        assert groups.heartbeat("g", a.member_id, 1, None) == E.UNKNOWN_MEMBER_ID
+        assert groups.group("g").state == S.EMPTY
+        nursery.cancel_scope.cancel()
+
+
+async def test_rebalance_timeout_answers_the_members_that_rejoined(autojump_clock):
+    groups = _set(initial_rebalance_delay=0.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(groups.run)
+        a = await groups.join("g", **_request())
+        b_reply = []
+        nursery.start_soon(lambda: _append(b_reply, groups.join("g", **_request())))
+        await trio.sleep(1)
+        # a, the old member, must rejoin; it does not (it is slow) but keeps heartbeating
+        start = trio.current_time()
+        while not b_reply:
+            assert groups.heartbeat("g", a.member_id, 1, None) in (E.REBALANCE_IN_PROGRESS, E.UNKNOWN_MEMBER_ID)
+            await trio.sleep(2)
+        assert b_reply[0].generation == 2 and trio.current_time() - start >= 29
+        assert a.member_id not in groups.group("g").members
+        nursery.cancel_scope.cancel()
+
+
+async def _append(out: list, awaitable) -> None:
+    out.append(await awaitable)
