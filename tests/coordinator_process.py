@@ -1,0 +1,79 @@
+"""A real `groupkeeper run` process for end-to-end tests: its own ZooKeeper chroot on the
+session's ZooKeeper, a free port, a config file, its JSON log in a file."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+from kazoo.client import KazooClient
+
+from coordinator.cli import main
+from coordinator.store.zkserver import free_port
+
+_runs = itertools.count()
+
+
+class CoordinatorProcess:
+    def __init__(self, zookeeper, tmp_path: Path, **config):
+        self.chroot = f"/gk-test-{next(_runs)}-{int(time.time() * 1000)}"
+        self.zookeeper = zookeeper.connect_string + self.chroot
+        client = KazooClient(hosts=zookeeper.connect_string)
+        client.start(timeout=10)
+        client.ensure_path(self.chroot)
+        client.stop()
+        client.close()
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.log_path = tmp_path / f"groupkeeper-{self.port}.log"
+        settings = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 1000,
+                    "shutdown_grace": 2.0, **config}
+        config_path = tmp_path / f"groupkeeper-{self.port}.toml"
+        config_path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()))
+        self.command = [sys.executable, "-m", "coordinator", "run", "--config", str(config_path),
+                        "--zookeeper", self.zookeeper, "--listen", self.bootstrap,
+                        "--data-dir", str(tmp_path), "--log-format", "json"]
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self.command, stderr=log, stdout=log)
+        self.wait_for_log("listening", timeout)
+
+    def events(self) -> list[dict]:
+        lines = self.log_path.read_text().splitlines() if self.log_path.exists() else []
+        return [json.loads(line) for line in lines if line.startswith("{")]
+
+    def wait_for_log(self, event: str, timeout: float = 30.0, **fields) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for entry in self.events():
+                if entry.get("event") == event and all(entry.get(k) == v for k, v in fields.items()):
+                    return entry
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"groupkeeper exited ({self.process.returncode}); log:\n"
+                                     + self.log_path.read_text()[-3000:])
+            time.sleep(0.05)
+        raise AssertionError(f"no {event!r} {fields} in the log within {timeout}s")
+
+    def topic(self, name: str, partitions: int) -> None:
+        result = CliRunner().invoke(main, ["topics", "create", name, "--partitions", str(partitions),
+                                           "--zookeeper", self.zookeeper])
+        assert result.exit_code == 0, result.output
+
+    def stop(self) -> int:
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=30)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()

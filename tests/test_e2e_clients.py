@@ -1,0 +1,189 @@
+"""Unmodified Kafka clients against a real `groupkeeper run` and a real ZooKeeper:
+kafka-python and confluent-kafka (librdkafka) consumers in one group, their admin clients."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import TopicPartition as CKPartition
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from tests.coordinator_process import CoordinatorProcess
+
+TOPIC, PARTITIONS = "orders", 6
+ALL = {(TOPIC, p) for p in range(PARTITIONS)}
+
+
+@pytest.fixture
+def groupkeeper(zookeeper, tmp_path):
+    process = CoordinatorProcess(zookeeper, tmp_path)
+    process.start()
+    process.topic(TOPIC, PARTITIONS)
+    try:
+        yield process
+    finally:
+        assert process.stop() == 0
+
+
+def kp_consumer(bootstrap: str, group: str, **extra) -> KafkaConsumer:
+    return KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                         session_timeout_ms=6000, heartbeat_interval_ms=500, **extra)
+
+
+class CK:
+    """A confluent-kafka consumer that records what its rebalance callbacks saw."""
+
+    def __init__(self, bootstrap: str, group: str, on_revoke=None):
+        self.assigned: set[tuple[str, int]] = set()
+        self.on_revoke = on_revoke
+        self.consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                    "enable.auto.commit": False, "session.timeout.ms": 6000,
+                                    "heartbeat.interval.ms": 500, "log_level": 3})
+        self.consumer.subscribe([TOPIC], on_assign=self._assign, on_revoke=self._revoke)
+
+    def _assign(self, consumer, partitions):
+        self.assigned = {(p.topic, p.partition) for p in partitions}
+
+    def _revoke(self, consumer, partitions):
+        if self.on_revoke is not None:
+            self.on_revoke(consumer, partitions)
+        self.assigned -= {(p.topic, p.partition) for p in partitions}
+
+    def poll(self):
+        self.consumer.poll(0.1)
+
+
+def kp_assigned(consumer: KafkaConsumer) -> set[tuple[str, int]]:
+    return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+
+def poll_until(condition, *consumers, timeout: float = 45.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        for c in consumers:
+            c.poll(timeout_ms=100) if isinstance(c, KafkaConsumer) else c.poll()
+
+
+def test_mixed_group_then_clean_leave_then_offsets_read_back(groupkeeper):
+    kp, ck = kp_consumer(groupkeeper.bootstrap, "mixed"), CK(groupkeeper.bootstrap, "mixed")
+    kp.subscribe([TOPIC])
+    try:
+        poll_until(lambda: kp_assigned(kp) and ck.assigned and kp_assigned(kp) | ck.assigned == ALL
+                   and not kp_assigned(kp) & ck.assigned, kp, ck)
+        kp.commit({TopicPartition(t, p): OffsetAndMetadata(100 + p, "kp", -1) for t, p in kp_assigned(kp)})
+        ck.consumer.commit(offsets=[CKPartition(t, p, 200 + p) for t, p in ck.assigned], asynchronous=False)
+        mine = kp_assigned(kp)
+        kp.close()  # a clean leave: its partitions move to the other member
+        poll_until(lambda: ck.assigned == ALL, ck)
+    finally:
+        ck.consumer.close()
+
+    expected = {p: (100 + p if (TOPIC, p) in mine else 200 + p) for p in range(PARTITIONS)}
+    admin = KafkaAdminClient(bootstrap_servers=groupkeeper.bootstrap)
+    try:
+        offsets = admin.list_group_offsets({"mixed": None})["mixed"]
+        assert {tp.partition: om.offset for tp, om in offsets.items()} == expected
+    finally:
+        admin.close()
+    ck_admin = AdminClient({"bootstrap.servers": groupkeeper.bootstrap})
+    future = ck_admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("mixed")])["mixed"]
+    assert {p.partition: p.offset for p in future.result(timeout=30).topic_partitions} == expected
+
+
+def test_a_killed_consumer_loses_its_partitions_after_the_session_timeout(groupkeeper, tmp_path):
+    script = tmp_path / "victim.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        from kafka import KafkaConsumer
+        c = KafkaConsumer({TOPIC!r}, bootstrap_servers={groupkeeper.bootstrap!r}, group_id="kill",
+                          enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=300)
+        while not c.assignment():
+            c.poll(timeout_ms=100)
+        print("assigned", flush=True)
+        while True:
+            c.poll(timeout_ms=100)
+    """))
+    victim = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert victim.stdout.readline().strip() == "assigned"
+        ck = CK(groupkeeper.bootstrap, "kill")  # joins once the victim is a member: it moves partitions
+        try:
+            poll_until(lambda: ck.assigned and len(ck.assigned) < PARTITIONS, ck)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(timeout=10)
+            killed = time.monotonic()
+            poll_until(lambda: ck.assigned == ALL, ck)
+            assert time.monotonic() - killed >= 2.0  # after its 3 s session timeout, not before
+            groupkeeper.wait_for_log("member removed", group="kill", reason="session timeout")
+        finally:
+            ck.consumer.close()
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(timeout=10)
+
+
+def test_seed_commit_in_the_revoke_callback_is_kept_for_the_next_owner(groupkeeper):
+    """Seed 003: the owner commits in its revoke callback, before it rejoins; the next owner
+    of each moved partition starts exactly at that commit."""
+    committed_on_revoke: dict[int, int] = {}
+
+    def commit_on_revoke(consumer, partitions):
+        offsets = [CKPartition(p.topic, p.partition, 500 + p.partition) for p in partitions]
+        if offsets:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            committed_on_revoke.update({p.partition: p.offset for p in offsets})
+
+    first = CK(groupkeeper.bootstrap, "revoke", on_revoke=commit_on_revoke)
+    poll_until(lambda: first.assigned == ALL, first)
+    second = kp_consumer(groupkeeper.bootstrap, "revoke")
+    second.subscribe([TOPIC])
+    try:
+        poll_until(lambda: first.assigned and kp_assigned(second) and
+                   first.assigned | kp_assigned(second) == ALL, first, second)
+        moved = kp_assigned(second)
+        assert {p: committed_on_revoke.get(p) for _, p in moved} == {p: 500 + p for _, p in moved}
+        assert {p: second.committed(TopicPartition(t, p)) for t, p in moved} == {p: 500 + p for _, p in moved}
+    finally:
+        second.close()
+        first.consumer.close()
+
+
+def test_both_admin_clients_list_and_describe_groups(groupkeeper):
+    kp = kp_consumer(groupkeeper.bootstrap, "described", client_id="kp-client")
+    kp.subscribe([TOPIC])
+    try:
+        poll_until(lambda: kp_assigned(kp) == ALL, kp)
+        admin = KafkaAdminClient(bootstrap_servers=groupkeeper.bootstrap)
+        try:
+            assert "described" in {g["group_id"] for g in admin.list_groups()}
+            described = admin.describe_groups(["described"])["described"]
+            assert described["error"] is None and described["group_state"] == "Stable"
+            assert described["protocol_type"] == "consumer" and described["protocol_data"] == "range"
+            (member,) = described["members"]
+            assert member["client_id"] == "kp-client"
+            assigned = {(tp["topic"], p) for tp in member["member_assignment"]["assigned_partitions"]
+                        for p in tp["partitions"]}
+            assert assigned == ALL
+            missing = admin.describe_groups(["no-such-group"])["no-such-group"]
+            assert missing["group_state"] == "Dead" and missing["error"] is None
+        finally:
+            admin.close()
+        ck_admin = AdminClient({"bootstrap.servers": groupkeeper.bootstrap})
+        listed = ck_admin.list_consumer_groups().result(timeout=30)
+        assert "described" in {g.group_id for g in listed.valid}
+        description = ck_admin.describe_consumer_groups(["described"])["described"].result(timeout=30)
+        assert description.group_id == "described" and len(description.members) == 1
+        assert {(tp.topic, tp.partition) for tp in description.members[0].assignment.topic_partitions} == ALL
+    finally:
+        kp.close()
