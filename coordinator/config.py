@@ -31,6 +31,9 @@ KEYS: dict[str, tuple[type, Any]] = {
     "group_max_size": (int, 0),
     "strict_assignment": (bool, False),
     "shutdown_grace": (float, 5.0),
+    "max_request_bytes": (int, 100 * 1024 * 1024),
+    "max_connections": (int, 10_000),
+    "connections_max_idle_ms": (int, 600_000),
 }
 
 

@@ -19,7 +19,7 @@ from .assignors import BUILT_IN
 from .groups.group import GroupConfig
 from .handlers import INSTANCE_NODE_BASE, Handlers, Node
 from .ownership import Coordinator
-from .server import Server
+from .server import Limits, Server
 from .store import layout
 from .store.bridge import ZooKeeperBridge
 from .store.registry import TopicRegistry
@@ -76,7 +76,9 @@ async def _serve(config: dict[str, Any], hosts: str, log) -> None:
             advertised = config["advertised_listener"] or config["listen"]
             adv_host, adv_port = _address(advertised)
             server = Server(Handlers(coordinator, registry, Node(
-                INSTANCE_NODE_BASE + config["instance_id"], adv_host, adv_port or port)))
+                INSTANCE_NODE_BASE + config["instance_id"], adv_host, adv_port or port)), Limits(
+                config["max_request_bytes"], config["max_connections"],
+                config["connections_max_idle_ms"] / 1000))
             bound = await nursery.start(server.serve, host, port)
             log.info("instance registered", zookeeper=hosts, path=instance)
             log.info("listening", host=host, port=bound, advertised=advertised)

@@ -56,6 +56,12 @@ class Handlers:
             DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups,
         }
 
+    @staticmethod
+    def supports(api_key: int, api_version: int) -> bool:
+        """Whether (api, version) is advertised; anything else is refused, not guessed at."""
+        lo, hi = SUPPORTED.get(api_key, (0, -1))
+        return lo <= api_version <= hi
+
     async def handle(self, header, request, client_host: str):
         return await self.table[header.api_key](header, request, client_host)
 

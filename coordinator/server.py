@@ -24,14 +24,15 @@ from .handlers import Handlers, api_versions_response
 
 @dataclass(frozen=True)
 class Limits:
-    max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
-    max_connections: int = 10_000
-    idle_timeout: float = 600.0  # connections.max.idle.ms
+    """Per-server limits; their defaults live in the configuration."""
+    max_request_bytes: int  # socket.request.max.bytes
+    max_connections: int
+    idle_timeout: float  # seconds; connections.max.idle.ms
     max_in_flight: int = 100  # requests of one connection being handled at once
 
 
 class Server:
-    def __init__(self, handlers: Handlers, limits: Limits = Limits()):
+    def __init__(self, handlers: Handlers, limits: Limits):
         self.handlers = handlers
         self.limits = limits
         self.connections = 0
@@ -117,21 +118,22 @@ class Server:
                     try:
                         header, request = decode_request(frame)
                     except UnsupportedVersion as exc:
-                        if exc.header.api_key != API_VERSIONS.key:
-                            nursery.cancel_scope.cancel()
-                            return f"unsupported request: {exc}"
-                        header = RequestHeader(API_VERSIONS.key, 0, exc.header.correlation_id,
-                                               exc.header.client_id)
-                        reply = _Reply(header)
-                        reply.frame = encode_response(header, api_versions_response(
-                            ErrorCode.UNSUPPORTED_VERSION))
-                        replies.append(reply)
-                        wake()
-                        continue
+                        header, request = exc.header, None
                     except ProtocolError as exc:
                         nursery.cancel_scope.cancel()
                         return f"undecodable request: {exc}"
                     reply = _Reply(header)
+                    if request is None or not self.handlers.supports(header.api_key, header.api_version):
+                        if header.api_key != API_VERSIONS.key:  # Kafka closes; only ApiVersions answers
+                            nursery.cancel_scope.cancel()
+                            return f"unsupported request: API {header.api_key} v{header.api_version}"
+                        reply.header = RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
+                                                     header.client_id)
+                        reply.frame = encode_response(reply.header, api_versions_response(
+                            ErrorCode.UNSUPPORTED_VERSION))
+                        replies.append(reply)
+                        wake()
+                        continue
                     replies.append(reply)
                     await in_flight.acquire()
                     nursery.start_soon(self._handle, reply, request, client_host, wake, in_flight)

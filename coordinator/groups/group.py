@@ -92,6 +92,7 @@ class PersistNeeded:
 @dataclass(frozen=True)
 class RebalanceStarted:
     reason: str
+    generation: int  # the generation being left behind
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ class Group:
         self._rebalance_deadline = now + timeout
         self._initial_deadline = (min(now + self.config.initial_rebalance_delay, self._rebalance_deadline)
                                   if was_empty else now)
-        self.outbox.append(RebalanceStarted(reason))
+        self.outbox.append(RebalanceStarted(reason, self.generation))
 
     def _maybe_complete_join(self, now: float) -> None:
         if self.state != GroupState.PREPARING_REBALANCE:

@@ -104,7 +104,7 @@ class GroupSet:
             elif isinstance(effect, PersistNeeded):
                 self._nursery.start_soon(self._persist, group, effect.generation)
             elif isinstance(effect, RebalanceStarted):
-                self.log.info("rebalance started", group=group.group_id, generation=group.generation,
+                self.log.info("rebalance started", group=group.group_id, generation=effect.generation,
                               reason=effect.reason)
             elif isinstance(effect, RebalanceCompleted):
                 self.log.info("rebalance completed", group=group.group_id, generation=effect.generation,
