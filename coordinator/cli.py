@@ -52,6 +52,7 @@ def main() -> None:
               help="TOML configuration file; flags win over its keys.")
 @click.option("--listen", help="HOST:PORT for Kafka clients (default 127.0.0.1:9094).")
 @click.option("--advertised-listener", help="HOST:PORT given to clients; default: --listen.")
+@click.option("--metrics-listen", help="HOST:PORT of the Prometheus /metrics endpoint; \"\" turns it off.")
 @click.option("--zookeeper", help="ZooKeeper connect string; absent: an embedded ZooKeeper.")
 @click.option("--embedded-zookeeper-port", type=click.IntRange(1, 65535))
 @click.option("--zk-session-timeout", type=click.FloatRange(1, 600), help="Seconds.")
@@ -66,10 +67,18 @@ def run(config_path: str | None, **flags) -> None:
         raise click.ClickException(str(exc)) from None
     config.update({key: value for key, value in flags.items() if value is not None})
     logs.configure(config["log_format"])
+    problems: list[str] = []
     try:
         trio.run(daemon.run, config)
-    except (daemon.StartupError, ZooKeeperUnavailable) as exc:
-        raise click.ClickException(str(exc)) from None
+    except* (daemon.StartupError, ZooKeeperUnavailable) as group:  # raised in a nursery or not
+        problems = [str(exc) for exc in _leaves(group)]
+    if problems:
+        raise click.ClickException(problems[0])
+
+
+def _leaves(group: BaseExceptionGroup):
+    for exc in group.exceptions:
+        yield from _leaves(exc) if isinstance(exc, BaseExceptionGroup) else (exc,)
 
 
 @main.command()

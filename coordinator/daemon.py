@@ -14,7 +14,7 @@ from typing import Any
 import trio
 from kazoo.exceptions import NodeExistsError
 
-from . import logs
+from . import logs, metrics
 from .assignors import BUILT_IN
 from .groups.group import GroupConfig
 from .handlers import INSTANCE_NODE_BASE, Handlers, Node
@@ -79,7 +79,13 @@ async def _serve(config: dict[str, Any], hosts: str, log) -> None:
                 INSTANCE_NODE_BASE + config["instance_id"], adv_host, adv_port or port)), Limits(
                 config["max_request_bytes"], config["max_connections"],
                 config["connections_max_idle_ms"] / 1000))
-            bound = await nursery.start(server.serve, host, port)
+            bound = await _listen(nursery, server.serve, host, port)
+            if config["metrics_listen"]:
+                metrics.REGISTRY.register(metrics.GroupsCollector(
+                    lambda: (g.state.value for _, g in coordinator.all_groups()), lambda: len(coordinator.owned)))
+                m_host, m_port = _address(config["metrics_listen"])
+                m_bound = await _listen(nursery, metrics.serve_metrics, m_host, m_port)
+                log.info("metrics endpoint", url=f"http://{m_host}:{m_bound}/metrics")
             log.info("instance registered", zookeeper=hosts, path=instance)
             log.info("listening", host=host, port=bound, advertised=advertised)
             gc.freeze()  # long-lived start-up objects leave the collector's full scans
@@ -96,6 +102,13 @@ async def _serve(config: dict[str, Any], hosts: str, log) -> None:
         log.info("instance deregistered")
     finally:
         await zk.stop()
+
+
+async def _listen(nursery: trio.Nursery, serve, host: str, port: int) -> int:
+    try:
+        return await nursery.start(serve, host, port)
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _address(text: str) -> tuple[str, int]:

@@ -89,6 +89,7 @@ class Coordinator:
             task_status.started()
             for n, owned in self.owned.items():
                 nursery.start_soon(self._serve_partition, n, owned)
+            nursery.start_soon(self._report_loaded)
             async for change in changes:
                 for owned in self.owned.values():
                     owned.groups.topics_changed(change.topic)
@@ -102,6 +103,13 @@ class Coordinator:
             await nursery.start(owned.store.run_writer)
             await nursery.start(owned.groups.run)
             owned.loaded.set()
+
+    async def _report_loaded(self) -> None:
+        started = trio.current_time()
+        for owned in self.owned.values():
+            await owned.loaded.wait()
+        self.log.info("group-partitions loaded", count=len(self.owned), groups=len(self.all_groups()),
+                      duration_s=round(trio.current_time() - started, 3))
 
     async def release_all(self) -> None:
         for owned in self.owned.values():

@@ -16,9 +16,9 @@ import trio
 
 from protocol import (ErrorCode, FrameReader, ProtocolError, RequestHeader, UnsupportedVersion,
                       decode_request, encode_response)
-from protocol.schemas import API_VERSIONS
+from protocol.schemas import API_VERSIONS, APIS
 
-from . import logs
+from . import logs, metrics
 from .handlers import Handlers, api_versions_response
 
 
@@ -69,9 +69,11 @@ class Server:
         log = self.log.bind(peer=f"{peer[0]}:{peer[1]}")
         if self.connections >= self.limits.max_connections:
             log.warning("connection refused", reason="max connections reached")
+            metrics.CONNECTIONS_CLOSED.labels("max connections reached").inc()
             await stream.aclose()
             return
         self.connections += 1
+        metrics.CONNECTIONS.inc()
         reason = "peer went away"
         try:
             reason = await self._converse(stream, peer[0])
@@ -83,7 +85,10 @@ class Server:
                       exc_info=failed.exceptions[0].__cause__)
         finally:
             self.connections -= 1
+            metrics.CONNECTIONS.dec()
             await stream.aclose()
+        if reason not in _PEER_CLOSED:
+            metrics.CONNECTIONS_CLOSED.labels(reason.split(":")[0]).inc()
         log.info("connection closed", reason=reason)
 
     async def _converse(self, stream: trio.SocketStream, client_host: str) -> str:
@@ -139,6 +144,7 @@ class Server:
                     nursery.start_soon(self._handle, reply, request, client_host, wake, in_flight)
 
     async def _handle(self, reply: _Reply, request, client_host: str, wake, in_flight) -> None:
+        _REQUESTS[reply.header.api_key].inc()
         try:
             body = await self.handlers.handle(reply.header, request, client_host)
             reply.frame = encode_response(reply.header, body)
@@ -158,6 +164,10 @@ class Server:
                 await stream.send_all(b"".join(out))
             else:
                 await ready().wait()
+
+
+_PEER_CLOSED = ("closed by peer", "peer went away")
+_REQUESTS = {key: metrics.REQUESTS.labels(api.name) for key, api in APIS.items()}
 
 
 class _HandlerFailed(Exception):

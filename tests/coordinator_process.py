@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -29,8 +31,10 @@ class CoordinatorProcess:
         client.ensure_path(self.chroot)
         client.stop()
         client.close()
-        self.port = free_port()
+        self.port, self.metrics_port = free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        self.tmp_path = tmp_path
+        self.starts = 0
         self.log_path = tmp_path / f"groupkeeper-{self.port}.log"
         settings = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 1000,
                     "shutdown_grace": 2.0, **config}
@@ -38,13 +42,18 @@ class CoordinatorProcess:
         config_path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()))
         self.command = [sys.executable, "-m", "coordinator", "run", "--config", str(config_path),
                         "--zookeeper", self.zookeeper, "--listen", self.bootstrap,
+                        "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
                         "--data-dir", str(tmp_path), "--log-format", "json"]
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 30.0) -> None:
+        """Start (or restart) the process; `events()` then reads this run's log only."""
+        self.starts += 1
+        if self.starts > 1:
+            self.log_path = self.tmp_path / f"groupkeeper-{self.port}-{self.starts}.log"
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self.command, stderr=log, stdout=log)
-        self.wait_for_log("listening", timeout)
+        self.wait_for_log("group-partitions loaded", timeout)
 
     def events(self) -> list[dict]:
         lines = self.log_path.read_text().splitlines() if self.log_path.exists() else []
@@ -62,10 +71,22 @@ class CoordinatorProcess:
             time.sleep(0.05)
         raise AssertionError(f"no {event!r} {fields} in the log within {timeout}s")
 
-    def topic(self, name: str, partitions: int) -> None:
-        result = CliRunner().invoke(main, ["topics", "create", name, "--partitions", str(partitions),
-                                           "--zookeeper", self.zookeeper])
+    def scrape(self, path: str = "/metrics") -> tuple[int, str]:
+        """(status, body) of an HTTP GET on the metrics endpoint."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}{path}", timeout=10) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def cli(self, *args: str) -> str:
+        """A `groupkeeper` admin command against this coordinator's ZooKeeper; must succeed."""
+        result = CliRunner().invoke(main, [*args, "--zookeeper", self.zookeeper])
         assert result.exit_code == 0, result.output
+        return result.output
+
+    def topic(self, name: str, partitions: int) -> None:
+        self.cli("topics", "create", name, "--partitions", str(partitions))
 
     def stop(self) -> int:
         if self.process is None or self.process.poll() is not None:

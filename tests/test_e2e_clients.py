@@ -11,11 +11,12 @@ import time
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CKPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.coordinator_process import CoordinatorProcess
 
@@ -187,3 +188,52 @@ def test_both_admin_clients_list_and_describe_groups(groupkeeper):
         assert {(tp.topic, tp.partition) for tp in description.members[0].assignment.topic_partitions} == ALL
     finally:
         kp.close()
+
+
+def test_the_metrics_endpoint_counts_what_the_group_did(groupkeeper):
+    kp = kp_consumer(groupkeeper.bootstrap, "measured")
+    kp.subscribe([TOPIC])
+    try:
+        poll_until(lambda: kp_assigned(kp) == ALL, kp)
+        groupkeeper.wait_for_log("rebalance completed", group="measured")
+        status, text = groupkeeper.scrape()
+    finally:
+        kp.close()
+    assert status == 200
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("groupkeeper_rebalances_total", ())] >= 1
+    assert samples[("groupkeeper_rebalance_duration_seconds_count", ())] >= 1
+    assert samples[("groupkeeper_requests_total", (("api", "JoinGroup"),))] >= 1
+    assert samples[("groupkeeper_requests_total", (("api", "SyncGroup"),))] >= 1
+    assert samples[("groupkeeper_groups", (("state", "Stable"),))] == 1
+    assert samples[("groupkeeper_owned_group_partitions", ())] == 50
+    assert samples[("groupkeeper_connections", ())] >= 1
+    assert not any("member" in label for _, labels in samples for label, _ in labels)
+    groupkeeper.wait_for_log("member removed", group="measured", reason="left")
+    _, after = groupkeeper.scrape()
+    assert 'groupkeeper_members_removed_total{reason="left"} 1.0' in after
+    assert groupkeeper.scrape("/other")[0] == 404
+
+
+def test_admin_clients_delete_only_empty_groups(groupkeeper):
+    kp = kp_consumer(groupkeeper.bootstrap, "doomed")
+    kp.subscribe([TOPIC])
+    ck_admin = AdminClient({"bootstrap.servers": groupkeeper.bootstrap})
+    try:
+        poll_until(lambda: kp_assigned(kp) == ALL, kp)
+        kp.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(5, "", -1) for p in range(PARTITIONS)})
+        with pytest.raises(KafkaException) as refused:
+            ck_admin.delete_consumer_groups(["doomed"])["doomed"].result(timeout=30)
+        assert refused.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
+    finally:
+        kp.close()
+    groupkeeper.wait_for_log("member removed", group="doomed", reason="left")
+    ck_admin.delete_consumer_groups(["doomed"])["doomed"].result(timeout=30)
+    admin = KafkaAdminClient(bootstrap_servers=groupkeeper.bootstrap)
+    try:
+        assert admin.describe_groups(["doomed"])["doomed"]["group_state"] == "Dead"
+        assert admin.list_group_offsets({"doomed": None})["doomed"] == {}
+        assert "doomed" not in {g["group_id"] for g in admin.list_groups()}
+    finally:
+        admin.close()

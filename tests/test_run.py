@@ -14,7 +14,9 @@ from coordinator.store.zkserver import free_port
 
 
 def _start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "coordinator", "run", "--log-format", "json", *args],
+    return subprocess.Popen([sys.executable, "-m", "coordinator", "run", "--log-format", "json",
+                             "--listen", f"127.0.0.1:{free_port()}",
+                             "--metrics-listen", f"127.0.0.1:{free_port()}", *args],
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -70,7 +72,7 @@ def test_run_with_an_existing_zookeeper_registers_and_deregisters(zookeeper, tmp
         _wait_for(proc, "instance registered")
         assert client.exists("/groupkeeper/instances/41") is not None
         second = subprocess.run([sys.executable, "-m", "coordinator", "run", "--zookeeper",
-                                 zookeeper.connect_string, "--instance-id", "41",
+                                 zookeeper.connect_string, "--instance-id", "41", "--metrics-listen", "",
                                  "--data-dir", str(tmp_path)],
                                 capture_output=True, text=True, timeout=60)
         assert second.returncode == 1

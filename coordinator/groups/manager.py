@@ -17,7 +17,7 @@ from protocol import ErrorCode, ProtocolError
 from protocol.consumer import decode_subscription, encode_assignment
 from protocol.messages import ConsumerProtocolAssignment, TopicPartition
 
-from .. import logs
+from .. import logs, metrics
 from ..assignors import Assignor, MemberSubscription
 from ..errors import store_error_code
 from ..store.fence import NotOwner, StoreError, StoreUnavailable
@@ -107,9 +107,12 @@ class GroupSet:
                 self.log.info("rebalance started", group=group.group_id, generation=effect.generation,
                               reason=effect.reason)
             elif isinstance(effect, RebalanceCompleted):
+                metrics.REBALANCES.inc()
+                metrics.REBALANCE_SECONDS.observe(effect.duration)
                 self.log.info("rebalance completed", group=group.group_id, generation=effect.generation,
                               members=effect.members, duration_s=round(effect.duration, 3))
             elif isinstance(effect, MemberRemoved):
+                metrics.MEMBERS_REMOVED.labels(effect.reason).inc()
                 self.log.info("member removed", group=group.group_id, generation=group.generation,
                               member=effect.member_id, reason=effect.reason)
         if group.state == GroupState.DEAD:
