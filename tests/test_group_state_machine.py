@@ -210,6 +210,48 @@ def test_static_member_restart_keeps_its_assignment_without_a_rebalance():
     assert g.heartbeat(5, first.member_id, 1, "pod-1") == E.FENCED_INSTANCE_ID
 
 
+def test_the_leaders_assignment_when_the_server_has_no_such_strategy():
+    g = _group()
+    a, b = _join(g, 0).member_id, _join(g, 0).member_id
+    g.tick(1)
+    assert AssignmentNeeded(1) in _drain(g)
+    g.leader_assigns = True  # what the runtime does when no assignor has the voted name
+    assert isinstance(g.sync(1.1, b, 1, None, None, None, {}), Wait)
+    assert isinstance(g.sync(1.2, a, 1, None, "consumer", "range", {a: b"A", b: b"B"}), Wait)
+    assert PersistNeeded(1) in _drain(g)
+    g.persisted(1.3, 1)
+    assert {r.member_id: r.assignment for r in _drain(g) if isinstance(r, SyncReply)} == {a: b"A", b: b"B"}
+
+
+def test_members_that_never_sync_for_the_leader_are_removed_at_the_rebalance_timeout():
+    g = _group()
+    a, b = _join(g, 0, rebalance=20).member_id, _join(g, 0, rebalance=20).member_id
+    g.tick(1)
+    _drain(g)
+    g.leader_assigns = True
+    assert isinstance(g.sync(2, b, 1, None, None, None, {}), Wait)
+    for now in (9, 18):  # the leader heartbeats, so its session does not end it first
+        assert g.heartbeat(now, a, 1, None) == E.NONE
+    assert g.next_deadline(18) == 21  # the sync deadline: the longest rebalance timeout
+    g.tick(21)  # the leader never sent its SyncGroup
+    out = _drain(g)
+    assert MemberRemoved(a, "sync timeout") in out
+    assert SyncReply(b, E.REBALANCE_IN_PROGRESS) in out
+    assert g.state == S.PREPARING_REBALANCE and list(g.members) == [b]
+
+
+def test_a_static_member_with_a_stale_member_id_is_fenced():
+    g = _group()
+    _join(g, 0, instance="pod-1")
+    g.tick(1)
+    current = next(iter(g.members))
+    assert _join(g, 2, "someone-else", instance="pod-1").error == E.FENCED_INSTANCE_ID
+    assert g.sync(2, "someone-else", 1, "pod-1", None, None, {}).error == E.FENCED_INSTANCE_ID
+    assert g.commit_check(2, "someone-else", 1, "pod-1") == E.FENCED_INSTANCE_ID
+    assert g.leave(2, [("someone-else", "pod-1")]) == [E.FENCED_INSTANCE_ID]
+    assert list(g.members) == [current]
+
+
 def test_leave_triggers_a_rebalance_and_an_empty_group():
     g = _group()
     a, b = _stable(g, 0, members=2)

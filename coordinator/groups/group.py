@@ -418,13 +418,13 @@ class Group:
             return E.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and self.state == GroupState.EMPTY:
             return E.NONE  # a standalone consumer or an admin tool
-        if self.state == GroupState.COMPLETING_REBALANCE:
-            return E.REBALANCE_IN_PROGRESS
         member, error = self._member(member_id, instance_id)
         if member is None:
             return error
         if generation != self.generation:
             return E.ILLEGAL_GENERATION
+        if self.state == GroupState.COMPLETING_REBALANCE:  # its assignment is not known yet
+            return E.REBALANCE_IN_PROGRESS
         member.deadline = now + member.session_timeout
         return E.NONE
 
@@ -483,8 +483,9 @@ class Group:
     # -- time -----------------------------------------------------------------------------
 
     def _kept_alive(self, m: Member) -> bool:
-        """A known member waiting in a rebalance is not expired by its session timer."""
-        return m.awaiting_join and not m.is_new
+        """A known member waiting in a rebalance (for its join or sync answer) is not expired
+        by its session timer; the rebalance and sync deadlines bound it instead."""
+        return (m.awaiting_join or m.awaiting_sync) and not m.is_new
 
     def next_deadline(self, now: float) -> float | None:
         """When `tick` next has something to do (every deadline up to `now` is handled)."""
