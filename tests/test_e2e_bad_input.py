@@ -9,12 +9,13 @@ import struct
 import time
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build
 from protocol.schemas import API_VERSIONS, OFFSET_COMMIT
+from tests.clients import kp_consumer
 from tests.coordinator_process import CoordinatorProcess
 
 TOPIC, PARTITIONS, GROUP = "payments", 4, "steady"
@@ -30,9 +31,7 @@ def served(zookeeper, tmp_path_factory):
                                  max_connections=24)
     process.start()
     process.topic(TOPIC, PARTITIONS)
-    consumer = KafkaConsumer(bootstrap_servers=process.bootstrap, group_id=GROUP, enable_auto_commit=False,
-                             session_timeout_ms=6000, heartbeat_interval_ms=500)
-    consumer.subscribe([TOPIC])
+    consumer = kp_consumer(process.bootstrap, GROUP, TOPIC)
     try:
         deadline = time.monotonic() + 30
         while len(consumer.assignment()) < PARTITIONS:

@@ -10,14 +10,14 @@ import textwrap
 import time
 
 import pytest
-from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CKPartition
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.clients import CK, kp_assigned, kp_consumer, poll_until
 from tests.coordinator_process import CoordinatorProcess
 
 TOPIC, PARTITIONS = "orders", 6
@@ -35,49 +35,8 @@ def groupkeeper(zookeeper, tmp_path):
         assert process.stop() == 0
 
 
-def kp_consumer(bootstrap: str, group: str, **extra) -> KafkaConsumer:
-    return KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                         session_timeout_ms=6000, heartbeat_interval_ms=500, **extra)
-
-
-class CK:
-    """A confluent-kafka consumer that records what its rebalance callbacks saw."""
-
-    def __init__(self, bootstrap: str, group: str, on_revoke=None):
-        self.assigned: set[tuple[str, int]] = set()
-        self.on_revoke = on_revoke
-        self.consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                                    "enable.auto.commit": False, "session.timeout.ms": 6000,
-                                    "heartbeat.interval.ms": 500, "log_level": 3})
-        self.consumer.subscribe([TOPIC], on_assign=self._assign, on_revoke=self._revoke)
-
-    def _assign(self, consumer, partitions):
-        self.assigned = {(p.topic, p.partition) for p in partitions}
-
-    def _revoke(self, consumer, partitions):
-        if self.on_revoke is not None:
-            self.on_revoke(consumer, partitions)
-        self.assigned -= {(p.topic, p.partition) for p in partitions}
-
-    def poll(self):
-        self.consumer.poll(0.1)
-
-
-def kp_assigned(consumer: KafkaConsumer) -> set[tuple[str, int]]:
-    return {(tp.topic, tp.partition) for tp in consumer.assignment()}
-
-
-def poll_until(condition, *consumers, timeout: float = 45.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        for c in consumers:
-            c.poll(timeout_ms=100) if isinstance(c, KafkaConsumer) else c.poll()
-
-
 def test_mixed_group_then_clean_leave_then_offsets_read_back(groupkeeper):
-    kp, ck = kp_consumer(groupkeeper.bootstrap, "mixed"), CK(groupkeeper.bootstrap, "mixed")
-    kp.subscribe([TOPIC])
+    kp, ck = kp_consumer(groupkeeper.bootstrap, "mixed", TOPIC), CK(groupkeeper.bootstrap, "mixed", TOPIC)
     try:
         poll_until(lambda: kp_assigned(kp) and ck.assigned and kp_assigned(kp) | ck.assigned == ALL
                    and not kp_assigned(kp) & ck.assigned, kp, ck)
@@ -106,8 +65,11 @@ def test_a_killed_consumer_loses_its_partitions_after_the_session_timeout(groupk
     script.write_text(textwrap.dedent(f"""
         import sys
         from kafka import KafkaConsumer
-        c = KafkaConsumer({TOPIC!r}, bootstrap_servers={groupkeeper.bootstrap!r}, group_id="kill",
+        c = KafkaConsumer(bootstrap_servers={groupkeeper.bootstrap!r}, group_id="kill",
                           enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=300)
+        while not c.partitions_for_topic({TOPIC!r}):  # see tests/clients.py
+            pass
+        c.subscribe([{TOPIC!r}])
         while not c.assignment():
             c.poll(timeout_ms=100)
         print("assigned", flush=True)
@@ -117,7 +79,7 @@ def test_a_killed_consumer_loses_its_partitions_after_the_session_timeout(groupk
     victim = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert victim.stdout.readline().strip() == "assigned"
-        ck = CK(groupkeeper.bootstrap, "kill")  # joins once the victim is a member: it moves partitions
+        ck = CK(groupkeeper.bootstrap, "kill", TOPIC)  # joins once the victim is a member: it moves partitions
         try:
             poll_until(lambda: ck.assigned and len(ck.assigned) < PARTITIONS, ck)
             victim.send_signal(signal.SIGKILL)
@@ -145,10 +107,9 @@ def test_seed_commit_in_the_revoke_callback_is_kept_for_the_next_owner(groupkeep
             consumer.commit(offsets=offsets, asynchronous=False)
             committed_on_revoke.update({p.partition: p.offset for p in offsets})
 
-    first = CK(groupkeeper.bootstrap, "revoke", on_revoke=commit_on_revoke)
+    first = CK(groupkeeper.bootstrap, "revoke", TOPIC, on_revoke=commit_on_revoke)
     poll_until(lambda: first.assigned == ALL, first)
-    second = kp_consumer(groupkeeper.bootstrap, "revoke")
-    second.subscribe([TOPIC])
+    second = kp_consumer(groupkeeper.bootstrap, "revoke", TOPIC)
     try:
         poll_until(lambda: first.assigned and kp_assigned(second) and
                    first.assigned | kp_assigned(second) == ALL, first, second)
@@ -161,8 +122,7 @@ def test_seed_commit_in_the_revoke_callback_is_kept_for_the_next_owner(groupkeep
 
 
 def test_both_admin_clients_list_and_describe_groups(groupkeeper):
-    kp = kp_consumer(groupkeeper.bootstrap, "described", client_id="kp-client")
-    kp.subscribe([TOPIC])
+    kp = kp_consumer(groupkeeper.bootstrap, "described", TOPIC, client_id="kp-client")
     try:
         poll_until(lambda: kp_assigned(kp) == ALL, kp)
         admin = KafkaAdminClient(bootstrap_servers=groupkeeper.bootstrap)
@@ -191,8 +151,7 @@ def test_both_admin_clients_list_and_describe_groups(groupkeeper):
 
 
 def test_the_metrics_endpoint_counts_what_the_group_did(groupkeeper):
-    kp = kp_consumer(groupkeeper.bootstrap, "measured")
-    kp.subscribe([TOPIC])
+    kp = kp_consumer(groupkeeper.bootstrap, "measured", TOPIC)
     try:
         poll_until(lambda: kp_assigned(kp) == ALL, kp)
         groupkeeper.wait_for_log("rebalance completed", group="measured")
@@ -217,8 +176,7 @@ def test_the_metrics_endpoint_counts_what_the_group_did(groupkeeper):
 
 
 def test_admin_clients_delete_only_empty_groups(groupkeeper):
-    kp = kp_consumer(groupkeeper.bootstrap, "doomed")
-    kp.subscribe([TOPIC])
+    kp = kp_consumer(groupkeeper.bootstrap, "doomed", TOPIC)
     ck_admin = AdminClient({"bootstrap.servers": groupkeeper.bootstrap})
     try:
         poll_until(lambda: kp_assigned(kp) == ALL, kp)

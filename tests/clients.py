@@ -1,0 +1,138 @@
+"""Unmodified Kafka consumers for the end-to-end tests, driven from one test thread."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+from confluent_kafka import Consumer as CKConsumer
+from kafka import KafkaConsumer
+
+from protocol import ErrorCode, RequestHeader, decode_response, encode_request
+from protocol.consumer import decode_assignment, encode_subscription
+from protocol.messages import ConsumerProtocolSubscription, build
+from protocol.schemas import HEARTBEAT, JOIN_GROUP, SYNC_GROUP
+
+
+def kp_consumer(bootstrap: str, group: str, *topics: str, **extra) -> KafkaConsumer:
+    """A kafka-python consumer subscribed to `topics` once it knows their partitions.
+
+    kafka-python 3.0.12 can wedge a member whose rejoin is triggered only by its own
+    metadata changing (a leader that assigned before it knew a topic's partitions): if the
+    join outlives one `poll()`, the next poll no longer sees a rejoin as needed and never
+    completes it, so heartbeats stay disabled. Knowing the partitions before the first
+    join keeps every rejoin on the path the coordinator asks for (REBALANCE_IN_PROGRESS).
+    """
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             session_timeout_ms=6000, heartbeat_interval_ms=500, **extra)
+    deadline = time.monotonic() + 30
+    for topic in topics:
+        while not consumer.partitions_for_topic(topic):
+            assert time.monotonic() < deadline, f"no metadata for {topic}"
+            time.sleep(0.1)
+    if topics:
+        consumer.subscribe(list(topics))
+    return consumer
+
+
+class CK:
+    """A confluent-kafka consumer that records what its rebalance callbacks saw."""
+
+    def __init__(self, bootstrap: str, group: str, *topics: str, on_revoke=None):
+        self.assigned: set[tuple[str, int]] = set()
+        self.on_revoke = on_revoke
+        self.consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                    "enable.auto.commit": False, "session.timeout.ms": 6000,
+                                    "heartbeat.interval.ms": 500, "log_level": 3})
+        self.consumer.subscribe(list(topics), on_assign=self._assign, on_revoke=self._revoke)
+
+    def _assign(self, consumer, partitions):
+        self.assigned = {(p.topic, p.partition) for p in partitions}
+
+    def _revoke(self, consumer, partitions):
+        if self.on_revoke is not None:
+            self.on_revoke(consumer, partitions)
+        self.assigned -= {(p.topic, p.partition) for p in partitions}
+
+    def poll(self):
+        self.consumer.poll(0.1)
+
+
+def kp_assigned(consumer: KafkaConsumer) -> set[tuple[str, int]]:
+    return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+
+def poll_until(condition, *consumers, timeout: float = 45.0) -> None:
+    """Poll every consumer in turn until `condition()` holds, failing after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        for c in consumers:
+            c.poll(timeout_ms=100) if isinstance(c, KafkaConsumer) else c.poll()
+
+
+class RawMember:
+    """A group member speaking the protocol through our own codec, one request at a time:
+    for server behaviour a real client would hide (or race with its own decisions)."""
+
+    VERSIONS = {"join": 5, "sync": 3, "heartbeat": 3}
+
+    def __init__(self, port: int, group: str, *topics: str, strategies: tuple[str, ...] = ("range",)):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.strategies = strategies
+        self.group, self.member_id, self.generation = group, "", -1
+        self.subscription = encode_subscription(ConsumerProtocolSubscription(topics=list(topics)), 0)
+        self._correlation = 0
+
+    def _call(self, api, version: int, body: dict):
+        self._correlation += 1
+        request = build(api.request.struct, body)
+        self.sock.sendall(encode_request(RequestHeader(api.key, version, self._correlation, "raw"), request))
+        size = struct.unpack(">i", self._read(4))[0]
+        correlation_id, response = decode_response(api.key, version, self._read(size))
+        assert correlation_id == self._correlation
+        return response
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            assert chunk, "connection closed by the server"
+            data += chunk
+        return data
+
+    def join(self):
+        """One JoinGroup: the response (its member id is kept)."""
+        joined = self._call(JOIN_GROUP, self.VERSIONS["join"], {
+            "group_id": self.group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+            "member_id": self.member_id, "protocol_type": "consumer",
+            "protocols": [{"name": name, "metadata": self.subscription} for name in self.strategies]})
+        self.member_id = joined.member_id
+        return joined
+
+    def join_and_sync(self) -> dict[str, list[int]]:
+        """(Re)join until a generation is formed; the assignment the server computed."""
+        while True:
+            joined = self.join()
+            if joined.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+                continue
+            assert joined.error_code == ErrorCode.NONE, ErrorCode(joined.error_code)
+            self.generation = joined.generation_id
+            synced = self._call(SYNC_GROUP, self.VERSIONS["sync"], {
+                "group_id": self.group, "generation_id": self.generation, "member_id": self.member_id,
+                "assignments": []})
+            if synced.error_code == ErrorCode.REBALANCE_IN_PROGRESS:
+                continue
+            assert synced.error_code == ErrorCode.NONE, ErrorCode(synced.error_code)
+            if not synced.assignment:
+                return {}
+            return {tp.topic: sorted(tp.partitions)
+                    for tp in decode_assignment(synced.assignment)[1].assigned_partitions}
+
+    def heartbeat(self) -> ErrorCode:
+        return ErrorCode(self._call(HEARTBEAT, self.VERSIONS["heartbeat"], {
+            "group_id": self.group, "generation_id": self.generation, "member_id": self.member_id}).error_code)
+
+    def close(self) -> None:
+        self.sock.close()
