@@ -82,7 +82,7 @@ async def _serve(config: dict[str, Any], hosts: str, log) -> None:
             bound = await _listen(nursery, server.serve, host, port)
             if config["metrics_listen"]:
                 metrics.REGISTRY.register(metrics.GroupsCollector(
-                    lambda: (g.state.value for _, g in coordinator.all_groups()), lambda: len(coordinator.owned)))
+                    lambda: (state for _, _, state in coordinator.all_groups()), lambda: len(coordinator.owned)))
                 m_host, m_port = _address(config["metrics_listen"])
                 m_bound = await _listen(nursery, metrics.serve_metrics, m_host, m_port)
                 log.info("metrics endpoint", url=f"http://{m_host}:{m_bound}/metrics")

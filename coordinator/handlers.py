@@ -240,9 +240,9 @@ class Handlers:
 
     async def list_groups(self, header, request, client_host):
         wanted = {s.lower() for s in request.states_filter}
-        groups = [m.ListedGroup(group_id=gid, protocol_type=g.protocol_type or "", group_state=g.state.value)
-                  for gid, g in sorted(self.coordinator.all_groups())
-                  if not wanted or g.state.value.lower() in wanted]
+        groups = [m.ListedGroup(group_id=gid, protocol_type=protocol_type, group_state=state)
+                  for gid, protocol_type, state in sorted(self.coordinator.all_groups())
+                  if not wanted or state.lower() in wanted]
         return m.ListGroupsResponse(error_code=E.NONE, groups=groups)
 
     async def describe_groups(self, header, request, client_host):
@@ -253,9 +253,9 @@ class Handlers:
                 described.append(m.DescribedGroup(error_code=route, group_id=group_id))
                 continue
             group = route.groups.group(group_id)
-            if group is None:
-                described.append(m.DescribedGroup(error_code=E.NONE, group_id=group_id,
-                                                  group_state=GroupState.DEAD.value))
+            if group is None:  # offsets only: Empty; nothing at all: Dead, as Kafka answers
+                state = GroupState.EMPTY if group_id in route.store.durable else GroupState.DEAD
+                described.append(m.DescribedGroup(error_code=E.NONE, group_id=group_id, group_state=state.value))
                 continue
             stable = group.state == GroupState.STABLE
             described.append(m.DescribedGroup(

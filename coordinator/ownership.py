@@ -22,6 +22,7 @@ from . import logs
 from .assignors import Assignor
 from .groups.group import GroupConfig
 from .groups.manager import GroupSet
+from .groups.state import GroupState
 from .groups.snapshot import restore
 from .store import layout
 from .store.bridge import ZooKeeperBridge
@@ -68,9 +69,17 @@ class Coordinator:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return owned
 
-    def all_groups(self) -> list[tuple[str, object]]:
-        return [(gid, g) for o in self.owned.values() if o.loaded.is_set()
-                for gid, g in o.groups.groups.items()]
+    def all_groups(self) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of every group served here, including groups
+        that only have committed offsets (Empty, as Kafka lists them)."""
+        listed = []
+        for owned in self.owned.values():
+            if not owned.loaded.is_set():
+                continue
+            live = owned.groups.groups
+            listed += [(gid, g.protocol_type or "", g.state.value) for gid, g in live.items()]
+            listed += [(gid, "", GroupState.EMPTY.value) for gid in owned.store.durable if gid not in live]
+        return listed
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.group_partitions = await self._cluster_config()

@@ -72,20 +72,14 @@ def poll_until(condition, *consumers, timeout: float = 45.0) -> None:
             c.poll(timeout_ms=100) if isinstance(c, KafkaConsumer) else c.poll()
 
 
-class RawMember:
-    """A group member speaking the protocol through our own codec, one request at a time:
-    for server behaviour a real client would hide (or race with its own decisions)."""
+class RawConnection:
+    """One connection speaking the protocol through our own codec, one request at a time."""
 
-    VERSIONS = {"join": 5, "sync": 3, "heartbeat": 3}
-
-    def __init__(self, port: int, group: str, *topics: str, strategies: tuple[str, ...] = ("range",)):
+    def __init__(self, port: int):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.strategies = strategies
-        self.group, self.member_id, self.generation = group, "", -1
-        self.subscription = encode_subscription(ConsumerProtocolSubscription(topics=list(topics)), 0)
         self._correlation = 0
 
-    def _call(self, api, version: int, body: dict):
+    def call(self, api, version: int, body: dict):
         self._correlation += 1
         request = build(api.request.struct, body)
         self.sock.sendall(encode_request(RequestHeader(api.key, version, self._correlation, "raw"), request))
@@ -102,9 +96,25 @@ class RawMember:
             data += chunk
         return data
 
+    def close(self) -> None:
+        self.sock.close()
+
+
+class RawMember(RawConnection):
+    """A group member without a client's own decisions: for server behaviour a real client
+    would hide, or race with."""
+
+    VERSIONS = {"join": 5, "sync": 3, "heartbeat": 3}
+
+    def __init__(self, port: int, group: str, *topics: str, strategies: tuple[str, ...] = ("range",)):
+        super().__init__(port)
+        self.strategies = strategies
+        self.group, self.member_id, self.generation = group, "", -1
+        self.subscription = encode_subscription(ConsumerProtocolSubscription(topics=list(topics)), 0)
+
     def join(self):
         """One JoinGroup: the response (its member id is kept)."""
-        joined = self._call(JOIN_GROUP, self.VERSIONS["join"], {
+        joined = self.call(JOIN_GROUP, self.VERSIONS["join"], {
             "group_id": self.group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
             "member_id": self.member_id, "protocol_type": "consumer",
             "protocols": [{"name": name, "metadata": self.subscription} for name in self.strategies]})
@@ -119,7 +129,7 @@ class RawMember:
                 continue
             assert joined.error_code == ErrorCode.NONE, ErrorCode(joined.error_code)
             self.generation = joined.generation_id
-            synced = self._call(SYNC_GROUP, self.VERSIONS["sync"], {
+            synced = self.call(SYNC_GROUP, self.VERSIONS["sync"], {
                 "group_id": self.group, "generation_id": self.generation, "member_id": self.member_id,
                 "assignments": []})
             if synced.error_code == ErrorCode.REBALANCE_IN_PROGRESS:
@@ -131,8 +141,5 @@ class RawMember:
                     for tp in decode_assignment(synced.assignment)[1].assigned_partitions}
 
     def heartbeat(self) -> ErrorCode:
-        return ErrorCode(self._call(HEARTBEAT, self.VERSIONS["heartbeat"], {
+        return ErrorCode(self.call(HEARTBEAT, self.VERSIONS["heartbeat"], {
             "group_id": self.group, "generation_id": self.generation, "member_id": self.member_id}).error_code)
-
-    def close(self) -> None:
-        self.sock.close()

@@ -1,0 +1,98 @@
+"""What we advertise, request by request against a running coordinator: the batched and
+filtered forms that the clients under test do not all send (FindCoordinator v4 keys,
+OffsetFetch v8 groups, ListGroups v4 states, LeaveGroup v3 members)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from protocol import ErrorCode
+from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, LEAVE_GROUP, LIST_GROUPS, METADATA,
+                              OFFSET_COMMIT, OFFSET_FETCH)
+from tests.clients import RawConnection, RawMember
+from tests.coordinator_process import CoordinatorProcess
+
+E = ErrorCode
+
+
+@pytest.fixture(scope="module")
+def groupkeeper(zookeeper, tmp_path_factory):
+    process = CoordinatorProcess(zookeeper, tmp_path_factory.mktemp("protocol"))
+    process.start()
+    process.topic("events", 3)
+    try:
+        yield process
+    finally:
+        assert process.stop() == 0
+
+
+@pytest.fixture
+def raw(groupkeeper):
+    connection = RawConnection(groupkeeper.port)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def test_api_versions_advertises_exactly_what_is_served(raw):
+    body = raw.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+    assert ranges[OFFSET_COMMIT.key] == (2, 8) and ranges[FIND_COORDINATOR.key] == (0, 4)
+    assert len(ranges) == 12
+
+
+def test_metadata_lists_this_instance_and_the_registry(groupkeeper, raw):
+    body = raw.call(METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
+    assert [(b.host, b.port) for b in body.brokers] == [("127.0.0.1", groupkeeper.port)]
+    (topic,) = [t for t in body.topics if t.name == "events"]
+    assert topic.error_code == E.NONE and [p.partition_index for p in topic.partitions] == [0, 1, 2]
+
+
+def test_find_coordinator_v4_answers_each_key(groupkeeper, raw):
+    body = raw.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
+    assert [(c.key, c.error_code, c.port) for c in body.coordinators] == [
+        ("a", E.NONE, groupkeeper.port), ("b", E.NONE, groupkeeper.port)]
+    txn = raw.call(FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["producer"]})
+    assert [c.error_code for c in txn.coordinators] == [E.INVALID_REQUEST]  # not a group
+
+
+def test_offset_fetch_v8_answers_several_groups_at_once(raw):
+    for group, offset in (("ledger-a", 11), ("ledger-b", 22)):
+        committed = raw.call(OFFSET_COMMIT, 8, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": "events", "partitions": [
+                {"partition_index": 1, "committed_offset": offset, "committed_metadata": "m"}]}]})
+        assert committed.topics[0].partitions[0].error_code == E.NONE  # standalone commit to an empty group
+    body = raw.call(OFFSET_FETCH, 8, {"groups": [
+        {"group_id": "ledger-a", "topics": None},
+        {"group_id": "ledger-b", "topics": [{"name": "events", "partition_indexes": [1, 2]}]},
+        {"group_id": "ledger-none", "topics": None}], "require_stable": False})
+    found = {g.group_id: {(t.name, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions}
+             for g in body.groups}
+    assert found == {"ledger-a": {("events", 1): 11}, "ledger-b": {("events", 1): 22, ("events", 2): -1},
+                     "ledger-none": {}}
+    described = raw.call(DESCRIBE_GROUPS, 5, {"groups": ["ledger-a", "ledger-none"]})
+    assert [(g.group_id, g.group_state) for g in described.groups] == [("ledger-a", "Empty"), ("ledger-none", "Dead")]
+
+
+def test_list_groups_v4_filters_by_state_and_leave_group_v3_removes_a_batch(groupkeeper, raw):
+    first, second = RawMember(groupkeeper.port, "crowd", "events"), RawMember(groupkeeper.port, "crowd", "events")
+    try:
+        with ThreadPoolExecutor(2) as pool:  # both must join before the generation forms
+            assignments = list(pool.map(RawMember.join_and_sync, (first, second)))
+        assert sorted(p for a in assignments for p in a["events"]) == [0, 1, 2]
+        stable = raw.call(LIST_GROUPS, 4, {"states_filter": ["Stable"]})
+        assert [(g.group_id, g.group_state) for g in stable.groups] == [("crowd", "Stable")]
+        assert raw.call(LIST_GROUPS, 4, {"states_filter": ["Empty"]}).groups[0].group_id.startswith("ledger")
+        left = raw.call(LEAVE_GROUP, 3, {"group_id": "crowd", "members": [
+            {"member_id": first.member_id}, {"member_id": second.member_id}, {"member_id": "stranger"}]})
+        assert left.error_code == E.NONE
+        assert [m.error_code for m in left.members] == [E.NONE, E.NONE, E.UNKNOWN_MEMBER_ID]
+        empty = raw.call(LIST_GROUPS, 4, {"states_filter": ["Empty"]})
+        assert "crowd" in {g.group_id for g in empty.groups}
+    finally:
+        first.close()
+        second.close()
