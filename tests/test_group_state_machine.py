@@ -351,3 +351,35 @@ async def test_rebalance_timeout_answers_the_members_that_rejoined(autojump_cloc
 
 async def _append(out: list, awaitable) -> None:
     out.append(await awaitable)
+
+
+async def test_a_pending_member_that_never_returns_expires(autojump_clock):
+    groups = _set(initial_rebalance_delay=0.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(groups.run)
+        asked = await groups.join("g", **{**_request(session=7), "require_known_member_id": True})
+        assert asked.error == E.MEMBER_ID_REQUIRED and asked.member_id in groups.group("g").pending
+        await trio.sleep(7.001)  # it never came back with its id
+        assert groups.group("g").pending == {}
+        late = await groups.join("g", **_request(asked.member_id))
+        assert late.error == E.UNKNOWN_MEMBER_ID
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_leader_that_never_syncs_is_removed_at_the_rebalance_timeout(autojump_clock):
+    groups = GroupSet(GroupConfig(initial_rebalance_delay=1.0), {}, lambda topic: 4, _persist_nothing)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(groups.run)
+        replies = []
+        async with trio.open_nursery() as joining:  # no server-side strategy: the leader assigns
+            for _ in range(2):
+                joining.start_soon(lambda: _append(replies, groups.join("g", **_request(session=60))))
+        leader = replies[0].leader
+        follower = next(r.member_id for r in replies if r.member_id != leader)
+        start = trio.current_time()
+        answer = await groups.sync("g", follower, generation=1, instance_id=None, protocol_type=None,
+                                   protocol_name=None, assignments={})
+        assert answer.error == E.REBALANCE_IN_PROGRESS
+        assert trio.current_time() - start == pytest.approx(30.0)  # the rebalance timeout
+        assert list(groups.group("g").members) == [follower]
+        nursery.cancel_scope.cancel()
