@@ -34,6 +34,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "max_request_bytes": (int, 100 * 1024 * 1024),
     "max_connections": (int, 10_000),
     "connections_max_idle_ms": (int, 600_000),
+    "assignors": (dict, {}),  # [assignors] name = "module:Class"
 }
 
 
@@ -54,6 +55,12 @@ def load_config(path: str | None) -> dict[str, Any]:
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise ConfigError(f"{path}: key {key!r} must be a {kind.__name__}, not {value!r}")
+            raise ConfigError(f"{path}: key {key!r} must be a {_kind(kind)}, not {value!r}")
+        if kind is dict and not all(isinstance(v, str) for v in value.values()):
+            raise ConfigError(f"{path}: [{key}] maps names to \"module:Class\" strings")
         config[key] = value
     return config
+
+
+def _kind(kind: type) -> str:
+    return "table" if kind is dict else kind.__name__

@@ -15,7 +15,8 @@ import trio
 from kazoo.exceptions import NodeExistsError
 
 from . import logs, metrics
-from .assignors import BUILT_IN
+from .assignors import Assignor
+from .assignors.registry import AssignorError, load_assignors
 from .groups.group import GroupConfig
 from .handlers import INSTANCE_NODE_BASE, Handlers, Node
 from .ownership import Coordinator
@@ -33,6 +34,10 @@ class StartupError(Exception):
 
 async def run(config: dict[str, Any]) -> None:
     log = logs.get("groupkeeper").bind(instance=config["instance_id"])
+    try:  # before anything starts: a strategy that cannot load is a configuration error
+        assignors = load_assignors(config["assignors"])
+    except AssignorError as exc:
+        raise StartupError(str(exc)) from None
     embedded = None
     hosts = config["zookeeper"]
     if not hosts:
@@ -42,14 +47,14 @@ async def run(config: dict[str, Any]) -> None:
         hosts = embedded.connect_string
         log.info("embedded zookeeper started", zookeeper=hosts, data_dir=str(zk_dir))
     try:
-        await _serve(config, hosts, log)
+        await _serve(config, hosts, assignors, log)
     finally:
         if embedded is not None:
             await trio.to_thread.run_sync(embedded.stop)
             log.info("embedded zookeeper stopped")
 
 
-async def _serve(config: dict[str, Any], hosts: str, log) -> None:
+async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assignor], log) -> None:
     zk = ZooKeeperBridge(hosts, config["zk_session_timeout"])
     try:  # not connected within one session timeout: give up
         await zk.start(timeout=config["zk_session_timeout"])
@@ -70,7 +75,7 @@ async def _serve(config: dict[str, Any], hosts: str, log) -> None:
             registry = TopicRegistry(zk)
             await nursery.start(registry.run)
             coordinator = Coordinator(zk, guard, registry, config["instance_id"], _group_config(config),
-                                      dict(BUILT_IN), config["strict_assignment"])
+                                      assignors, config["strict_assignment"])
             await nursery.start(coordinator.run)
             host, port = _address(config["listen"])
             advertised = config["advertised_listener"] or config["listen"]

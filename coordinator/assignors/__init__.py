@@ -7,10 +7,12 @@ are registered by the name clients announce in JoinGroup (partition.assignment.s
 
 from __future__ import annotations
 
-from .base import Assignor, MemberSubscription
+from .base import Assigned, Assignor, MemberSubscription
 from .range import RangeAssignor
 from .roundrobin import RoundRobinAssignor
+from .sticky import StickyAssignor
 
-BUILT_IN: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor())}
+BUILT_IN: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor())}
 
-__all__ = ["Assignor", "BUILT_IN", "MemberSubscription", "RangeAssignor", "RoundRobinAssignor"]
+__all__ = ["Assigned", "Assignor", "BUILT_IN", "MemberSubscription", "RangeAssignor", "RoundRobinAssignor",
+           "StickyAssignor"]

@@ -14,7 +14,7 @@ from typing import Any
 import trio
 
 from protocol import ErrorCode, ProtocolError
-from protocol.consumer import decode_subscription, encode_assignment
+from protocol.consumer import decode_assignment, decode_subscription, encode_assignment
 from protocol.messages import ConsumerProtocolAssignment, TopicPartition
 
 from .. import logs, metrics
@@ -158,18 +158,18 @@ class GroupSet:
             except ProtocolError:  # not a consumer subscription: it gets no partitions
                 version, sub = 0, None
             versions[m.member_id] = min(version, 3)
+            owned = {tp.topic: list(tp.partitions) for tp in sub.owned_partitions} if sub else {}
             members.append(MemberSubscription(
                 m.member_id, tuple(sub.topics) if sub else (), m.instance_id,
-                {tp.topic: list(tp.partitions) for tp in sub.owned_partitions} if sub else {},
-                sub.user_data if sub else None))
+                owned or _partitions(m.assignment), sub.user_data if sub else None))
         topics = {t for m in members for t in m.topics}
         partitions = {t: n for t in topics if (n := self.partitions_of(t))}
         result = assignor.assign(members, partitions)
         assignments = {
             member_id: encode_assignment(ConsumerProtocolAssignment(assigned_partitions=[
-                TopicPartition(topic=t, partitions=ps) for t, ps in sorted(topics_.items()) if ps]),
-                versions[member_id])
-            for member_id, topics_ in result.items()}
+                TopicPartition(topic=t, partitions=ps) for t, ps in sorted(topics_.items()) if ps],
+                user_data=result.user_data.get(member_id)), versions[member_id])
+            for member_id, topics_ in result.partitions.items()}
         group.set_assignment(generation, assignments)
 
     def assignable(self, protocols: list[tuple[str, bytes]]) -> bool:
@@ -238,6 +238,14 @@ class GroupSet:
         if group is not None:
             group.mark_dead()
             self._settle(group)
+
+
+def _partitions(assignment: bytes) -> dict[str, list[int]]:
+    """What the coordinator gave a member last (eager clients report nothing they own)."""
+    try:
+        return {tp.topic: list(tp.partitions) for tp in decode_assignment(assignment)[1].assigned_partitions}
+    except ProtocolError:
+        return {}
 
 
 def _topics(metadata: bytes) -> tuple[str, ...]:

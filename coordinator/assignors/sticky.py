@@ -1,0 +1,128 @@
+"""sticky: balanced first, then as little movement as balance allows.
+
+Balanced means what Kafka's sticky assignor means by it: no partition could move from its
+member to another subscriber of its topic that holds at least two fewer partitions. With
+identical subscriptions that is "loads differ by at most one".
+
+Two paths, as in Kafka's own implementation:
+- identical subscriptions: each member's quota is known up front (`base` or `base + 1`);
+  the members that own the most keep the larger quotas, everyone keeps what it owns up to
+  its quota, and only the excess and the unowned partitions move. No assignment that is
+  balanced keeps more, so this is also the least movement.
+- different subscriptions: owned partitions stay where they may, the rest go to the least
+  loaded subscriber (partitions with the fewest candidates first), then single moves from a
+  loaded member to a subscriber with at least two fewer repair the balance; every move
+  lowers the sum of squared loads, so it ends.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from .base import Assigned, MemberSubscription, Partitions, member_order
+
+TopicPartition = tuple[str, int]
+
+
+class StickyAssignor:
+    name = "sticky"
+
+    def assign(self, members: list[MemberSubscription], partitions: dict[str, int]) -> Assigned:
+        return Assigned(to_partitions(members, plan(members, partitions)))
+
+
+def plan(members: list[MemberSubscription], partitions: dict[str, int]) -> dict[str, list[TopicPartition]]:
+    """Member id -> its (topic, partition)s: balanced, then sticky."""
+    ordered = member_order(members)
+    subscribed = {m.member_id: frozenset(t for t in m.topics if partitions.get(t)) for m in ordered}
+    kept, taken = _still_owned(ordered, subscribed, partitions)
+    if len(set(subscribed.values())) <= 1:
+        return _identical(ordered, subscribed, partitions, kept, taken)
+    return _general(ordered, subscribed, partitions, kept, taken)
+
+
+def to_partitions(members: list[MemberSubscription], planned: dict[str, list[TopicPartition]]) -> dict[str, Partitions]:
+    result: dict[str, Partitions] = {m.member_id: {} for m in members}
+    for member_id, tps in planned.items():
+        topics = result[member_id]
+        for topic, p in sorted(tps):
+            topics.setdefault(topic, []).append(p)
+    return result
+
+
+def _still_owned(ordered, subscribed, partitions):
+    """What each member owns and may keep: its topic is subscribed, the partition exists,
+    and no member earlier in order claimed it too (stale reports can overlap)."""
+    taken: set[TopicPartition] = set()
+    kept: dict[str, list[TopicPartition]] = {}
+    for m in ordered:
+        mine = []
+        for topic, ps in sorted(m.owned.items()):
+            if topic not in subscribed[m.member_id]:
+                continue
+            for p in sorted(set(ps)):
+                if 0 <= p < partitions[topic] and (topic, p) not in taken:
+                    taken.add((topic, p))
+                    mine.append((topic, p))
+        kept[m.member_id] = mine
+    return kept, taken
+
+
+def _identical(ordered, subscribed, partitions, kept, taken):
+    if not ordered:
+        return {}
+    topics = sorted(subscribed[ordered[0].member_id])
+    total = sum(partitions[t] for t in topics)
+    base, extra = divmod(total, len(ordered))
+    # the members that own the most keep the `extra` larger quotas: the least movement
+    by_owned = sorted(ordered, key=lambda m: -len(kept[m.member_id]))
+    quota = {m.member_id: base + (1 if i < extra else 0) for i, m in enumerate(by_owned)}
+    result: dict[str, list[TopicPartition]] = {}
+    for m in ordered:
+        mine = kept[m.member_id]
+        result[m.member_id] = mine[:quota[m.member_id]]
+        taken.difference_update(mine[quota[m.member_id]:])
+    free = [(t, p) for t in topics for p in range(partitions[t]) if (t, p) not in taken]
+    i = 0
+    for m in ordered:
+        need = quota[m.member_id] - len(result[m.member_id])
+        result[m.member_id] += free[i:i + need]
+        i += need
+    return result
+
+
+def _general(ordered, subscribed, partitions, kept, taken):
+    result = {m.member_id: list(kept[m.member_id]) for m in ordered}
+    rank = {m.member_id: i for i, m in enumerate(ordered)}
+    subscribers: dict[str, list[str]] = {}
+    for m in ordered:
+        for topic in subscribed[m.member_id]:
+            subscribers.setdefault(topic, []).append(m.member_id)
+    # unowned partitions, topics with the fewest subscribers first, each partition to the
+    # least loaded subscriber
+    for topic in sorted(subscribers, key=lambda t: (len(subscribers[t]), t)):
+        heap = [(len(result[mid]), rank[mid], mid) for mid in subscribers[topic]]
+        heapq.heapify(heap)
+        for p in range(partitions[topic]):
+            if (topic, p) in taken:
+                continue
+            _, r, mid = heapq.heappop(heap)
+            result[mid].append((topic, p))
+            heapq.heappush(heap, (len(result[mid]), r, mid))
+    _rebalance(ordered, subscribers, result, rank)
+    return result
+
+
+def _rebalance(ordered, subscribers, result, rank) -> None:
+    """Move single partitions from a member to a subscriber of its topic holding at least
+    two fewer, until none can move: Kafka's definition of balanced."""
+    moved = True
+    while moved:
+        moved = False
+        for donor in sorted(result, key=lambda mid: (-len(result[mid]), rank[mid])):
+            for tp in list(reversed(result[donor])):  # newest first: owned ones stay longest
+                target = min(subscribers[tp[0]], key=lambda mid: (len(result[mid]), rank[mid]))
+                if len(result[target]) + 1 < len(result[donor]):
+                    result[donor].remove(tp)
+                    result[target].append(tp)
+                    moved = True
