@@ -187,6 +187,31 @@ def brokers_list(as_json: bool, hosts: str) -> None:
         click.echo(f"{b.id:<6} {b.host:<30} {b.port:<6} {b.rack or '-'}")
 
 
+@main.command()
+@click.option("--strategy", required=True, help="A strategy name: built in, entry point or --config [assignors].")
+@click.option("--input", "source", type=click.File("r"), default="-", show_default=True,
+              help="JSON describing the group (see docs); - reads standard input.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Configuration whose [assignors] are loaded too.")
+def assign(strategy: str, source, config_path: str | None) -> None:
+    """Preview a strategy's assignment for a group, with its balance and movement."""
+    from .assignors import whatif
+    from .assignors.registry import AssignorError, load_assignors
+    try:
+        assignors = load_assignors(load_config(config_path)["assignors"])
+    except (ConfigError, AssignorError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if strategy not in assignors:
+        raise click.ClickException(f"unknown strategy {strategy!r} (known: {', '.join(sorted(assignors))})")
+    try:
+        members, topics = whatif.parse(json.loads(source.read()))
+    except json.JSONDecodeError as exc:
+        raise click.ClickException(f"input is not JSON: {exc}") from None
+    except whatif.InputError as exc:
+        raise click.ClickException(f"input: {exc}") from None
+    click.echo(json.dumps(whatif.what_if(assignors[strategy], members, topics)))
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks that measure groupkeeper side by side with a reference, in one run."""
