@@ -37,23 +37,37 @@ def kp_consumer(bootstrap: str, group: str, *topics: str, **extra) -> KafkaConsu
 
 
 class CK:
-    """A confluent-kafka consumer that records what its rebalance callbacks saw."""
+    """A confluent-kafka consumer that records what its rebalance callbacks saw: with a
+    cooperative strategy they see increments, and it applies them as librdkafka expects."""
 
-    def __init__(self, bootstrap: str, group: str, *topics: str, on_revoke=None):
+    def __init__(self, bootstrap: str, group: str, *topics: str, on_revoke=None, strategy: str = "range"):
         self.assigned: set[tuple[str, int]] = set()
+        self.history: list[tuple[str, set[tuple[str, int]]]] = []
         self.on_revoke = on_revoke
+        self.cooperative = strategy == "cooperative-sticky"
         self.consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                                     "enable.auto.commit": False, "session.timeout.ms": 6000,
-                                    "heartbeat.interval.ms": 500, "log_level": 3})
+                                    "heartbeat.interval.ms": 500, "log_level": 3,
+                                    "partition.assignment.strategy": strategy})
         self.consumer.subscribe(list(topics), on_assign=self._assign, on_revoke=self._revoke)
 
     def _assign(self, consumer, partitions):
-        self.assigned = {(p.topic, p.partition) for p in partitions}
+        given = {(p.topic, p.partition) for p in partitions}
+        self.history.append(("assign", given))
+        if self.cooperative:
+            self.assigned |= given
+            consumer.incremental_assign(partitions)
+        else:
+            self.assigned = given
 
     def _revoke(self, consumer, partitions):
         if self.on_revoke is not None:
             self.on_revoke(consumer, partitions)
-        self.assigned -= {(p.topic, p.partition) for p in partitions}
+        taken = {(p.topic, p.partition) for p in partitions}
+        self.history.append(("revoke", taken))
+        self.assigned -= taken
+        if self.cooperative:
+            consumer.incremental_unassign(partitions)
 
     def poll(self):
         self.consumer.poll(0.1)

@@ -195,3 +195,28 @@ def test_admin_clients_delete_only_empty_groups(groupkeeper):
         assert "doomed" not in {g["group_id"] for g in admin.list_groups()}
     finally:
         admin.close()
+
+
+def test_cooperative_sticky_librdkafka_members_move_only_what_they_must(groupkeeper):
+    first = CK(groupkeeper.bootstrap, "cooperative", TOPIC, strategy="cooperative-sticky")
+    second = None
+    try:
+        poll_until(lambda: first.assigned == ALL, first)
+        assert first.history == [("assign", ALL)]
+        second = CK(groupkeeper.bootstrap, "cooperative", TOPIC, strategy="cooperative-sticky")
+        poll_until(lambda: len(first.assigned) == 3 and len(second.assigned) == 3, first, second)
+        assert first.assigned | second.assigned == ALL
+        moved = second.assigned
+        # the first member gave up exactly the moved partitions and kept the rest throughout
+        revoked = set().union(*(ps for kind, ps in first.history if kind == "revoke"))
+        assert revoked == moved
+        assert all(not ps for kind, ps in first.history[1:] if kind == "assign")
+        # and nobody held a moved partition while its previous owner did (two rebalances)
+        assert [kind for kind, ps in second.history if ps] == ["assign"]
+        completed = [e["generation"] for e in groupkeeper.events()
+                     if e.get("event") == "rebalance completed" and e.get("group") == "cooperative"]
+        assert len(completed) >= 3  # first alone, the revoking round, the follow-up
+    finally:
+        first.consumer.close()
+        if second is not None:
+            second.consumer.close()

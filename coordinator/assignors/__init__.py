@@ -10,9 +10,10 @@ from __future__ import annotations
 from .base import Assigned, Assignor, MemberSubscription
 from .range import RangeAssignor
 from .roundrobin import RoundRobinAssignor
-from .sticky import StickyAssignor
+from .sticky import CooperativeStickyAssignor, StickyAssignor
 
-BUILT_IN: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor())}
+BUILT_IN: dict[str, Assignor] = {a.name: a for a in (
+    RangeAssignor(), RoundRobinAssignor(), StickyAssignor(), CooperativeStickyAssignor())}
 
-__all__ = ["Assigned", "Assignor", "BUILT_IN", "MemberSubscription", "RangeAssignor", "RoundRobinAssignor",
-           "StickyAssignor"]
+__all__ = ["Assigned", "Assignor", "BUILT_IN", "CooperativeStickyAssignor", "MemberSubscription",
+           "RangeAssignor", "RoundRobinAssignor", "StickyAssignor"]

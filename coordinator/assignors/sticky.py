@@ -126,3 +126,22 @@ def _rebalance(ordered, subscribers, result, rank) -> None:
                     result[donor].remove(tp)
                     result[target].append(tp)
                     moved = True
+
+
+class CooperativeStickyAssignor:
+    """cooperative-sticky (KIP-429): sticky's plan, except that a partition still held by
+    another member of the group is not given to its new owner in this generation. Its
+    holder sees it missing, revokes it and rejoins; in that follow-up rebalance it is free
+    and goes where the plan wants it. Members never hold a partition at the same time."""
+
+    name = "cooperative-sticky"
+
+    def assign(self, members: list[MemberSubscription], partitions: dict[str, int]) -> Assigned:
+        planned = plan(members, partitions)
+        holder: dict[TopicPartition, str] = {}
+        for m in member_order(members):
+            for topic, ps in m.owned.items():
+                for p in ps:
+                    holder.setdefault((topic, p), m.member_id)
+        granted = {mid: [tp for tp in tps if holder.get(tp, mid) == mid] for mid, tps in planned.items()}
+        return Assigned(to_partitions(members, granted))

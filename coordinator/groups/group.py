@@ -250,7 +250,7 @@ class Group:
         fields = dict(client_id=client_id, client_host=client_host, session_timeout=session_timeout,
                       rebalance_timeout=rebalance_timeout, protocol_type=protocol_type,
                       protocols=list(protocols))
-        why = f"member joined{': ' + reason if reason else ''}"
+        why = f"member joined{': ' + reason if reason else ''}"  # "rejoined" for known members
         if not member_id:
             if instance_id is not None:
                 return self._join_static(now, instance_id, fields, why)
@@ -334,7 +334,7 @@ class Group:
             return self._join_reply(member)
         member.awaiting_join = True
         if self.state != GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(now, why if changed else "leader rejoined")
+            self._prepare_rebalance(now, why.replace("joined", "rejoined", 1) if changed else "leader rejoined")
         self._maybe_complete_join(now)
         return Wait(member.member_id)
 
