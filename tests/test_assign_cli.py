@@ -48,7 +48,7 @@ def test_range_preview_ignores_what_members_own(tmp_path):
      'Error: input: members[0]: "topics" must be a list'),
     ('{"topics": {}, "members": [{"id": "a", "topics": []}, {"id": "a", "topics": []}]}', ("--strategy", "range"),
      "Error: input: members[1]: member id 'a' appears twice"),
-    ("{}", ("--strategy", "bogus"), "Error: unknown strategy 'bogus' (known: range, roundrobin, sticky"),
+    ("{}", ("--strategy", "bogus"), "Error: unknown strategy 'bogus' (known: cooperative-sticky, range, roundrobin, sticky, uniform)"),
 ])
 def test_bad_input_is_one_line(stdin, args, message):
     code, out = run(*args, stdin=stdin)

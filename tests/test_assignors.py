@@ -111,10 +111,10 @@ def test_roundrobin_is_the_clients_roundrobin(group):
 # -- sticky -----------------------------------------------------------------------------
 
 @settings(max_examples=200, deadline=None)
-@given(groups())
-def test_sticky_is_balanced(group):
+@given(groups(), st.sampled_from(["sticky", "uniform"]))
+def test_sticky_and_uniform_are_balanced(group, name):
     members, partitions = group
-    result = StickyAssignor().assign(members, partitions).partitions
+    result = BUILT_IN[name].assign(members, partitions).partitions
     check_balanced(members, result)
     if len({m.topics for m in members}) == 1:
         loads = [sum(len(ps) for ps in topics.values()) for topics in result.values()]
@@ -122,16 +122,16 @@ def test_sticky_is_balanced(group):
 
 
 @settings(max_examples=200, deadline=None)
-@given(groups(identical=True, static=False), st.data())
-def test_sticky_moves_only_what_balance_requires_when_members_come_and_go(group, data):
+@given(groups(identical=True, static=False), st.data(), st.sampled_from(["sticky", "uniform"]))
+def test_sticky_moves_only_what_balance_requires_when_members_come_and_go(group, data, name):
     members, partitions = group
-    before = StickyAssignor().assign(members, partitions).partitions
+    before = BUILT_IN[name].assign(members, partitions).partitions
     leaving = data.draw(st.sets(st.sampled_from([m.member_id for m in members]), max_size=len(members) - 1))
     joining = data.draw(st.integers(0, 4))
     staying = [MemberSubscription(m.member_id, m.topics, owned=before[m.member_id])
                for m in members if m.member_id not in leaving]
     after_members = staying + [MemberSubscription(f"new-{i}", members[0].topics) for i in range(joining)]
-    after = StickyAssignor().assign(after_members, partitions).partitions
+    after = BUILT_IN[name].assign(after_members, partitions).partitions
     check_complete(after_members, partitions, after)
     total = sum(partitions.get(t, 0) for t in members[0].topics)
     floor = total // len(after_members)

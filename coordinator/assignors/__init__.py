@@ -10,10 +10,10 @@ from __future__ import annotations
 from .base import Assigned, Assignor, MemberSubscription
 from .range import RangeAssignor
 from .roundrobin import RoundRobinAssignor
-from .sticky import CooperativeStickyAssignor, StickyAssignor
+from .sticky import CooperativeStickyAssignor, StickyAssignor, UniformAssignor
 
 BUILT_IN: dict[str, Assignor] = {a.name: a for a in (
-    RangeAssignor(), RoundRobinAssignor(), StickyAssignor(), CooperativeStickyAssignor())}
+    RangeAssignor(), RoundRobinAssignor(), StickyAssignor(), CooperativeStickyAssignor(), UniformAssignor())}
 
 __all__ = ["Assigned", "Assignor", "BUILT_IN", "CooperativeStickyAssignor", "MemberSubscription",
-           "RangeAssignor", "RoundRobinAssignor", "StickyAssignor"]
+           "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "UniformAssignor"]

@@ -145,3 +145,11 @@ class CooperativeStickyAssignor:
                     holder.setdefault((topic, p), m.member_id)
         granted = {mid: [tp for tp in tps if holder.get(tp, mid) == mid] for mid, tps in planned.items()}
         return Assigned(to_partitions(members, granted))
+
+
+class UniformAssignor(StickyAssignor):
+    """uniform: the semantics of Kafka's server-side uniform assignor (KIP-848) for classic
+    groups: balanced across heterogeneous subscriptions, then the least movement. That is
+    exactly sticky's plan; the name is what consumers configured for it announce."""
+
+    name = "uniform"
