@@ -161,26 +161,39 @@ def test_sticky_with_different_subscriptions_gives_what_only_one_can_take_to_it(
 
 @settings(max_examples=200, deadline=None)
 @given(groups(static=False), st.data())
-def test_cooperative_sticky_never_double_assigns_and_completes_in_the_follow_up(group, data):
+def test_cooperative_sticky_never_gives_a_partition_while_another_member_holds_it(group, data):
     members, partitions = group
     cooperative = BUILT_IN["cooperative-sticky"]
-    before = cooperative.assign(members, partitions).partitions
-    leaving = data.draw(st.sets(st.sampled_from([m.member_id for m in members]), max_size=len(members) - 1))
-    joining = data.draw(st.integers(0, 3))
-    now = [MemberSubscription(m.member_id, m.topics, owned=before[m.member_id])
-           for m in members if m.member_id not in leaving]
-    now += [MemberSubscription(f"new-{i}", members[i % len(members)].topics) for i in range(joining)]
+    now = _comings_and_goings(cooperative, members, partitions, data)
     holder = {(t, p): m.member_id for m in now for t, ps in m.owned.items() for p in ps}
-    first = cooperative.assign(now, partitions).partitions
-    for member_id, topics in first.items():
+    for member_id, topics in cooperative.assign(now, partitions).partitions.items():
         for topic, ps in topics.items():
             assert all(holder.get((topic, p), member_id) == member_id for p in ps), "given while held"
-    # each member gives up what it was not granted, and rejoins: the move completes
+
+
+@settings(max_examples=200, deadline=None)
+@given(groups(identical=True, static=False), st.data())
+def test_cooperative_sticky_completes_the_move_in_the_follow_up(group, data):
+    """Identical subscriptions: each member's grant fits its quota, so the follow-up keeps
+    every grant and hands out what was revoked. (With different subscriptions a third
+    round is occasionally needed: 8 of 5,000 random cases when this was written.)"""
+    members, partitions = group
+    cooperative = BUILT_IN["cooperative-sticky"]
+    now = _comings_and_goings(cooperative, members, partitions, data)
+    first = cooperative.assign(now, partitions).partitions
     follow_up = [MemberSubscription(m.member_id, m.topics, owned=first[m.member_id]) for m in now]
     second = cooperative.assign(follow_up, partitions).partitions
     check_complete(follow_up, partitions, second)
     check_balanced(follow_up, second)
-    for m in follow_up:  # nothing granted in the first round is taken back in the second
-        granted = {(t, p) for t, ps in m.owned.items() for p in ps}
-        now_held = {(t, p) for t, ps in second[m.member_id].items() for p in ps}
-        assert granted <= now_held or len(now_held) >= len(granted) - 1
+    for m in follow_up:
+        assert all(set(ps) <= set(second[m.member_id].get(t, [])) for t, ps in m.owned.items())
+
+
+def _comings_and_goings(assignor, members, partitions, data) -> list[MemberSubscription]:
+    """The group after some members left and some joined, each holding what it was given."""
+    before = assignor.assign(members, partitions).partitions
+    leaving = data.draw(st.sets(st.sampled_from([m.member_id for m in members]), max_size=len(members) - 1))
+    now = [MemberSubscription(m.member_id, m.topics, owned=before[m.member_id])
+           for m in members if m.member_id not in leaving]
+    return now + [MemberSubscription(f"new-{i}", members[i % len(members)].topics)
+                  for i in range(data.draw(st.integers(0, 3)))]

@@ -99,21 +99,23 @@ def _general(ordered, subscribed, partitions, kept, taken):
         for topic in subscribed[m.member_id]:
             subscribers.setdefault(topic, []).append(m.member_id)
     # unowned partitions, topics with the fewest subscribers first, each partition to the
-    # least loaded subscriber
+    # least loaded subscriber; among equals the one with the fewest topics, which has the
+    # fewest other chances (so the balancing below rarely has to move owned partitions)
+    width = {m.member_id: len(subscribed[m.member_id]) for m in ordered}
     for topic in sorted(subscribers, key=lambda t: (len(subscribers[t]), t)):
-        heap = [(len(result[mid]), rank[mid], mid) for mid in subscribers[topic]]
+        heap = [(len(result[mid]), width[mid], rank[mid], mid) for mid in subscribers[topic]]
         heapq.heapify(heap)
         for p in range(partitions[topic]):
             if (topic, p) in taken:
                 continue
-            _, r, mid = heapq.heappop(heap)
+            _, w, r, mid = heapq.heappop(heap)
             result[mid].append((topic, p))
-            heapq.heappush(heap, (len(result[mid]), r, mid))
-    _rebalance(ordered, subscribers, result, rank)
+            heapq.heappush(heap, (len(result[mid]), w, r, mid))
+    _rebalance(subscribers, result, rank)
     return result
 
 
-def _rebalance(ordered, subscribers, result, rank) -> None:
+def _rebalance(subscribers, result, rank) -> None:
     """Move single partitions from a member to a subscriber of its topic holding at least
     two fewer, until none can move: Kafka's definition of balanced."""
     moved = True
