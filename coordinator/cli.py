@@ -231,6 +231,24 @@ def bench_codec(as_json: bool, round_seconds: float) -> None:
     click.echo(json.dumps({"results": results}, indent=2) if as_json else codec.table(results))
 
 
+@bench.command("assign")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--reference-limit", default=120.0, show_default=True, type=click.FloatRange(1, 3600),
+              help="Seconds kafka-python gets per assignment before it is reported as slower than that.")
+@click.option("--skip-large", is_flag=True, help="Leave out the 5k x 100k group.")
+def bench_assign(as_json: bool, reference_limit: float, skip_large: bool) -> None:
+    """Every strategy at 1k x 10k (identical and mixed subscriptions) and 5k x 100k, beside
+    kafka-python's assignors."""
+    try:
+        from .bench import assign as bench
+        import kafka  # noqa: F401  (the reference)
+    except ImportError as exc:
+        raise click.ClickException(f"bench assign needs kafka-python (the 'test' extra): {exc}") from None
+    scenarios = [name for name, sizes in bench.SCENARIOS.items() if not skip_large or sizes[0] <= 1_000]
+    results = bench.run(reference_limit, scenarios)
+    click.echo(json.dumps(results, indent=2) if as_json else bench.table(results, reference_limit))
+
+
 @bench.command("zk-commits")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--zookeeper", help="Use this ZooKeeper; absent: a fresh local one in a temporary directory.")

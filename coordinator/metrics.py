@@ -29,6 +29,10 @@ REBALANCES = Counter("groupkeeper_rebalances_total", "Rebalances completed.", re
 REBALANCE_SECONDS = Histogram(
     "groupkeeper_rebalance_duration_seconds", "From the start of a rebalance to its generation being stable.",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600), registry=REGISTRY)
+ASSIGNOR_FAILURES = Counter(
+    "groupkeeper_assignor_failures_total",
+    "Server-side assignments abandoned because a configured strategy raised or answered wrongly "
+    "(the group's leader assigned instead), by strategy.", ["strategy"], registry=REGISTRY)
 MEMBERS_REMOVED = Counter("groupkeeper_members_removed_total",
                           "Members removed from their group, by reason.", ["reason"], registry=REGISTRY)
 

@@ -39,7 +39,10 @@ class CoordinatorProcess:
         settings = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 1000,
                     "shutdown_grace": 2.0, **config}
         config_path = tmp_path / f"groupkeeper-{self.port}.toml"
-        config_path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()))
+        scalars = [(k, v) for k, v in settings.items() if not isinstance(v, dict)]
+        tables = [(k, v) for k, v in settings.items() if isinstance(v, dict)]  # after the scalars, as TOML wants
+        config_path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in scalars) + "".join(
+            f"[{k}]\n" + "".join(f"{json.dumps(ik)} = {json.dumps(iv)}\n" for ik, iv in v.items()) for k, v in tables))
         self.command = [sys.executable, "-m", "coordinator", "run", "--config", str(config_path),
                         "--zookeeper", self.zookeeper, "--listen", self.bootstrap,
                         "--metrics-listen", f"127.0.0.1:{self.metrics_port}",

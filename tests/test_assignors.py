@@ -144,6 +144,17 @@ def test_sticky_moves_only_what_balance_requires_when_members_come_and_go(group,
         assert len(kept) == len(owned) or sum(len(ps) for ps in after[m.member_id].values()) == len(kept)
 
 
+@settings(max_examples=200, deadline=None)
+@given(groups(), st.sampled_from(["sticky", "cooperative-sticky", "uniform"]))
+def test_sticky_strategies_leave_a_settled_group_as_it_is(group, name):
+    """Any subscriptions: once members hold what the strategy gave them, the next rebalance
+    (a member's metadata changed, a static member came back) moves nothing."""
+    members, partitions = group
+    first = BUILT_IN[name].assign(members, partitions).partitions
+    settled = [MemberSubscription(m.member_id, m.topics, m.instance_id, owned=first[m.member_id]) for m in members]
+    assert BUILT_IN[name].assign(settled, partitions).partitions == first
+
+
 def test_sticky_keeps_a_stable_group_where_it_is():
     members = [MemberSubscription(f"m{i}", ("a", "b")) for i in range(3)]
     first = StickyAssignor().assign(members, {"a": 4, "b": 5}).partitions

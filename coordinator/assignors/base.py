@@ -36,6 +36,31 @@ class Assignor(Protocol):
         member subscribed to it; no member gets a topic it does not subscribe to."""
 
 
+def problem(members: list[MemberSubscription], partitions: dict[str, int], assigned: Assigned) -> str | None:
+    """What is wrong with a strategy's answer, or None: each partition once, only to a
+    subscriber, none left out. The coordinator checks strategies it did not ship with."""
+    if not isinstance(assigned, Assigned):
+        return f"returned {type(assigned).__name__}, not Assigned"
+    subscribed = {m.member_id: set(m.topics) for m in members}
+    if set(assigned.partitions) - set(subscribed):
+        return f"assigned to members not in the group: {sorted(set(assigned.partitions) - set(subscribed))[:3]}"
+    seen: set[tuple[str, int]] = set()
+    for member_id, topics in assigned.partitions.items():
+        for topic, ps in topics.items():
+            if topic not in subscribed[member_id]:
+                return f"gave {topic} to {member_id}, which does not subscribe to it"
+            for p in ps:
+                if not 0 <= p < partitions.get(topic, 0):
+                    return f"gave {topic}-{p}, which does not exist"
+                if (topic, p) in seen:
+                    return f"gave {topic}-{p} to more than one member"
+                seen.add((topic, p))
+    wanted = sum(partitions.get(t, 0) for t in set().union(*subscribed.values()))
+    if len(seen) != wanted:
+        return f"left {wanted - len(seen)} subscribed partitions unassigned"
+    return None
+
+
 def empty(members: list[MemberSubscription]) -> dict[str, Partitions]:
     return {m.member_id: {} for m in members}
 

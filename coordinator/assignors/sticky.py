@@ -117,16 +117,42 @@ def _general(ordered, subscribed, partitions, kept, taken):
 
 def _rebalance(subscribers, result, rank) -> None:
     """Move single partitions from a member to a subscriber of its topic holding at least
-    two fewer, until none can move: Kafka's definition of balanced."""
+    two fewer, until none can move: Kafka's definition of balanced.
+
+    Each topic keeps a heap of its subscribers by (load, rank); a member whose load changes
+    is pushed again and its old entries are dropped when they surface, so finding a topic's
+    least loaded subscriber costs a peek, not a scan of the group."""
+    load = {mid: len(tps) for mid, tps in result.items()}
+    topics_of: dict[str, list[str]] = {mid: [] for mid in result}
+    heaps = {}
+    for topic, mids in subscribers.items():
+        heaps[topic] = [(load[mid], rank[mid], mid) for mid in mids]
+        heapq.heapify(heaps[topic])
+        for mid in mids:
+            topics_of[mid].append(topic)
+
+    def least(topic: str) -> tuple[int, str]:
+        heap = heaps[topic]
+        while heap[0][0] != load[heap[0][2]]:
+            heapq.heappop(heap)
+        return heap[0][0], heap[0][2]
+
+    def change(mid: str, by: int) -> None:
+        load[mid] += by
+        for topic in topics_of[mid]:
+            heapq.heappush(heaps[topic], (load[mid], rank[mid], mid))
+
     moved = True
     while moved:
         moved = False
-        for donor in sorted(result, key=lambda mid: (-len(result[mid]), rank[mid])):
+        for donor in sorted(result, key=lambda mid: (-load[mid], rank[mid])):
             for tp in list(reversed(result[donor])):  # newest first: owned ones stay longest
-                target = min(subscribers[tp[0]], key=lambda mid: (len(result[mid]), rank[mid]))
-                if len(result[target]) + 1 < len(result[donor]):
+                target_load, target = least(tp[0])
+                if target_load + 1 < load[donor]:
                     result[donor].remove(tp)
                     result[target].append(tp)
+                    change(donor, -1)
+                    change(target, +1)
                     moved = True
 
 

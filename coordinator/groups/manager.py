@@ -18,7 +18,8 @@ from protocol.consumer import decode_assignment, decode_subscription, encode_ass
 from protocol.messages import ConsumerProtocolAssignment, TopicPartition
 
 from .. import logs, metrics
-from ..assignors import Assignor, MemberSubscription
+from ..assignors import BUILT_IN, Assignor, MemberSubscription
+from ..assignors.base import problem
 from ..errors import store_error_code
 from ..store.fence import NotOwner, StoreError, StoreUnavailable
 from .group import (AssignmentNeeded, Group, GroupConfig, JoinReply, MemberRemoved, PersistNeeded,
@@ -164,7 +165,17 @@ class GroupSet:
                 owned or _partitions(m.assignment), sub.user_data if sub else None))
         topics = {t for m in members for t in m.topics}
         partitions = {t: n for t in topics if (n := self.partitions_of(t))}
-        result = assignor.assign(members, partitions)
+        try:
+            result = assignor.assign(members, partitions)
+            wrong = None if assignor is BUILT_IN.get(group.protocol_name) else problem(members, partitions, result)
+        except Exception as exc:  # a user's strategy must not take the group down with it
+            wrong = f"raised {type(exc).__name__}: {exc}"
+        if wrong is not None:
+            self.log.error("strategy failed, the leader assigns", group=group.group_id, generation=generation,
+                           strategy=group.protocol_name, error=wrong)
+            metrics.ASSIGNOR_FAILURES.labels(group.protocol_name).inc()
+            group.leader_assigns = True
+            return
         assignments = {
             member_id: encode_assignment(ConsumerProtocolAssignment(assigned_partitions=[
                 TopicPartition(topic=t, partitions=ps) for t, ps in sorted(topics_.items()) if ps],
