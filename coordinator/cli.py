@@ -196,6 +196,7 @@ def brokers_list(as_json: bool, hosts: str) -> None:
 def assign(strategy: str, source, config_path: str | None) -> None:
     """Preview a strategy's assignment for a group, with its balance and movement."""
     from .assignors import whatif
+    from .assignors.base import StrategyFailed
     from .assignors.registry import AssignorError, load_assignors
     try:
         assignors = load_assignors(load_config(config_path)["assignors"])
@@ -209,7 +210,10 @@ def assign(strategy: str, source, config_path: str | None) -> None:
         raise click.ClickException(f"input is not JSON: {exc}") from None
     except whatif.InputError as exc:
         raise click.ClickException(f"input: {exc}") from None
-    click.echo(json.dumps(whatif.what_if(assignors[strategy], members, topics)))
+    try:
+        click.echo(json.dumps(whatif.what_if(assignors[strategy], members, topics)))
+    except StrategyFailed as exc:
+        raise click.ClickException(f"strategy {strategy!r} {exc}") from None
 
 
 @main.group()
@@ -235,8 +239,10 @@ def bench_codec(as_json: bool, round_seconds: float) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--reference-limit", default=120.0, show_default=True, type=click.FloatRange(1, 3600),
               help="Seconds kafka-python gets per assignment before it is reported as slower than that.")
+@click.option("--reference-memory", default=8.0, show_default=True, type=click.FloatRange(0.5, 1024),
+              help="GiB of address space kafka-python gets per assignment.")
 @click.option("--skip-large", is_flag=True, help="Leave out the 5k x 100k group.")
-def bench_assign(as_json: bool, reference_limit: float, skip_large: bool) -> None:
+def bench_assign(as_json: bool, reference_limit: float, reference_memory: float, skip_large: bool) -> None:
     """Every strategy at 1k x 10k (identical and mixed subscriptions) and 5k x 100k, beside
     kafka-python's assignors."""
     try:
@@ -245,7 +251,7 @@ def bench_assign(as_json: bool, reference_limit: float, skip_large: bool) -> Non
     except ImportError as exc:
         raise click.ClickException(f"bench assign needs kafka-python (the 'test' extra): {exc}") from None
     scenarios = [name for name, sizes in bench.SCENARIOS.items() if not skip_large or sizes[0] <= 1_000]
-    results = bench.run(reference_limit, scenarios)
+    results = bench.run(reference_limit, reference_memory, scenarios)
     click.echo(json.dumps(results, indent=2) if as_json else bench.table(results, reference_limit))
 
 

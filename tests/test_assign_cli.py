@@ -54,3 +54,14 @@ def test_bad_input_is_one_line(stdin, args, message):
     code, out = run(*args, stdin=stdin)
     assert code == 1
     assert len(out.strip().splitlines()) == 1 and out.startswith(message)
+
+
+@pytest.mark.parametrize("target, message", [
+    ("tests.test_assignor_registry:Raises", "Error: strategy 'mine' raised ValueError: no partitions today"),
+    ("tests.test_assignor_registry:BeyondTheEnd", "Error: strategy 'mine' gave t-6, which does not exist"),
+])
+def test_a_failing_configured_strategy_is_one_line(tmp_path, target, message):
+    config = tmp_path / "groupkeeper.toml"
+    config.write_text(f'[assignors]\nmine = "{target}"\n')
+    code, out = run("--strategy", "mine", "--config", str(config), stdin=json.dumps(GROUP))
+    assert (code, out.strip()) == (1, message)

@@ -36,6 +36,24 @@ class Assignor(Protocol):
         member subscribed to it; no member gets a topic it does not subscribe to."""
 
 
+class StrategyFailed(Exception):
+    """A strategy raised, or answered with an assignment that cannot be handed out."""
+
+
+def checked_assign(assignor: Assignor, members: list[MemberSubscription], partitions: dict[str, int],
+                   check: bool = True) -> Assigned:
+    """`assignor.assign`, with whatever goes wrong in it as StrategyFailed; with `check`,
+    a wrong answer too (the built-ins are trusted: property tests check them)."""
+    try:
+        assigned = assignor.assign(members, partitions)
+    except Exception as exc:  # a user's strategy must not take its caller down with it
+        raise StrategyFailed(f"raised {type(exc).__name__}: {exc}") from None
+    wrong = problem(members, partitions, assigned) if check else None
+    if wrong is not None:
+        raise StrategyFailed(wrong)
+    return assigned
+
+
 def problem(members: list[MemberSubscription], partitions: dict[str, int], assigned: Assigned) -> str | None:
     """What is wrong with a strategy's answer, or None: each partition once, only to a
     subscriber, none left out. The coordinator checks strategies it did not ship with."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Assignor, MemberSubscription
+from .base import Assignor, MemberSubscription, checked_assign
 
 
 class InputError(ValueError):
@@ -49,7 +49,7 @@ def parse(document: Any) -> tuple[list[MemberSubscription], dict[str, int]]:
 
 
 def what_if(assignor: Assignor, members: list[MemberSubscription], topics: dict[str, int]) -> dict[str, Any]:
-    assignment = assignor.assign(members, topics).partitions
+    assignment = checked_assign(assignor, members, topics).partitions  # StrategyFailed: say what
     before = {(t, p): m.member_id for m in members for t, ps in m.owned.items() for p in ps}
     after = {(t, p): mid for mid, ts in assignment.items() for t, ps in ts.items() for p in ps}
     loads = [sum(len(ps) for ps in ts.values()) for ts in assignment.values()]

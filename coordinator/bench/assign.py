@@ -64,9 +64,15 @@ def _ours(name: str, members, counts) -> dict:
             "unassigned": sum(counts.values()) - sum(loads)}
 
 
-def _reference(target: str, sizes: tuple[int, int, int, bool], out) -> None:
-    """In a child process: kafka-python's assignor on the same group, seconds to out."""
+def _reference(target: str, sizes: tuple[int, int, int, bool], memory_gib: float, out) -> None:
+    """In a child process: kafka-python's assignor on the same group, seconds to out.
+    Its address space is capped: kafka-python's sticky assignor needs over 24 GiB at
+    5k x 100k, and the kernel's out-of-memory killer should not pick the victim."""
     import importlib
+    import resource
+
+    cap = int(memory_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
     from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
@@ -89,6 +95,8 @@ def _reference(target: str, sizes: tuple[int, int, int, bool], out) -> None:
         start = time.perf_counter()
         assignor.assign(Cluster(), kp_members)
         out.send(("ok", time.perf_counter() - start))
+    except MemoryError:
+        out.send(("failed", f"out of memory (over {memory_gib:g} GiB)"))
     except Exception as exc:  # reported by the parent, not mistaken for slowness
         out.send(("failed", f"{type(exc).__name__}: {exc}"))
 
@@ -97,15 +105,21 @@ class ReferenceFailed(Exception):
     """kafka-python's assignor raised on this input (its roundrobin does on mixed subscriptions)."""
 
 
-def reference_ms(name: str, sizes: tuple[int, int, int, bool], limit_s: float) -> float | None:
+def reference_ms(name: str, sizes: tuple[int, int, int, bool], limit_s: float, memory_gib: float) -> float | None:
     """kafka-python's time in ms, or None when it did not finish within `limit_s`."""
-    receive, send = multiprocessing.get_context("fork").Pipe(duplex=False)
-    child = multiprocessing.get_context("fork").Process(target=_reference, args=(REFERENCE[name], sizes, send))
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_reference, args=(REFERENCE[name], sizes, memory_gib, send))
     child.start()
+    send.close()  # the child's end only: its death is then an end of file here
     try:
         if not receive.poll(limit_s):
             return None
-        outcome, value = receive.recv()
+        try:
+            outcome, value = receive.recv()
+        except EOFError:
+            child.join()
+            outcome, value = "failed", f"its process died (exit status {child.exitcode})"
         if outcome != "ok":
             raise ReferenceFailed(f"kafka-python's {name} assignor failed: {value}")
         return round(value * 1000, 1)
@@ -114,7 +128,7 @@ def reference_ms(name: str, sizes: tuple[int, int, int, bool], limit_s: float) -
         child.join()
 
 
-def run(reference_limit_s: float, scenarios: list[str]) -> list[dict]:
+def run(reference_limit_s: float, reference_memory_gib: float, scenarios: list[str]) -> list[dict]:
     results = []
     for scenario in scenarios:
         sizes = SCENARIOS[scenario]
@@ -123,7 +137,7 @@ def run(reference_limit_s: float, scenarios: list[str]) -> list[dict]:
             row = {"scenario": scenario, "strategy": name, **_ours(name, members, counts)}
             if name in REFERENCE:
                 try:
-                    theirs = reference_ms(name, sizes, reference_limit_s)
+                    theirs = reference_ms(name, sizes, reference_limit_s, reference_memory_gib)
                 except ReferenceFailed as exc:
                     row["kafka_python_failed"] = str(exc)
                 else:

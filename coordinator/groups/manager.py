@@ -19,7 +19,7 @@ from protocol.messages import ConsumerProtocolAssignment, TopicPartition
 
 from .. import logs, metrics
 from ..assignors import BUILT_IN, Assignor, MemberSubscription
-from ..assignors.base import problem
+from ..assignors.base import StrategyFailed, checked_assign
 from ..errors import store_error_code
 from ..store.fence import NotOwner, StoreError, StoreUnavailable
 from .group import (AssignmentNeeded, Group, GroupConfig, JoinReply, MemberRemoved, PersistNeeded,
@@ -166,13 +166,10 @@ class GroupSet:
         topics = {t for m in members for t in m.topics}
         partitions = {t: n for t in topics if (n := self.partitions_of(t))}
         try:
-            result = assignor.assign(members, partitions)
-            wrong = None if assignor is BUILT_IN.get(group.protocol_name) else problem(members, partitions, result)
-        except Exception as exc:  # a user's strategy must not take the group down with it
-            wrong = f"raised {type(exc).__name__}: {exc}"
-        if wrong is not None:
+            result = checked_assign(assignor, members, partitions, check=assignor is not BUILT_IN.get(group.protocol_name))
+        except StrategyFailed as exc:
             self.log.error("strategy failed, the leader assigns", group=group.group_id, generation=generation,
-                           strategy=group.protocol_name, error=wrong)
+                           strategy=group.protocol_name, error=str(exc))
             metrics.ASSIGNOR_FAILURES.labels(group.protocol_name).inc()
             group.leader_assigns = True
             return
