@@ -49,7 +49,7 @@ def test_a_reference_over_its_time_limit_is_none():
 
 
 def test_a_reference_out_of_memory_is_reported():
-    with pytest.raises(bench.ReferenceFailed, match=r"kafka-python's sticky assignor failed: out of memory \(over 0.5 GiB\)"):
+    with pytest.raises(bench.ReferenceFailed, match=r"kafka-python's sticky assignor failed: out of memory \(over 0.5 GiB more\)"):
         bench.reference_ms("sticky", (2_000, 100, 100, False), limit_s=120, memory_gib=0.5)
 
 

@@ -66,29 +66,31 @@ def _ours(name: str, members, counts) -> dict:
 
 def _reference(target: str, sizes: tuple[int, int, int, bool], memory_gib: float, out) -> None:
     """In a child process: kafka-python's assignor on the same group, seconds to out.
-    Its address space is capped: kafka-python's sticky assignor needs over 24 GiB at
-    5k x 100k, and the kernel's out-of-memory killer should not pick the victim."""
+    Its address space may grow by `memory_gib` at most: kafka-python's sticky assignor
+    needs over 24 GiB at 5k x 100k, and the kernel's out-of-memory killer should not pick
+    the victim."""
     import importlib
+    import os
     import resource
 
-    cap = int(memory_gib * 2**30)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
-    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
-
-    members, counts = group(*sizes)
-    Member = namedtuple("Member", "member_id group_instance_id metadata")
-    kp_members = [Member(m.member_id, None, ConsumerProtocolSubscription(0, list(m.topics), b""))
-                  for m in members]
-
-    class Cluster:  # the two calls kafka-python's assignors make of its ClusterMetadata
-        def topics(self):
-            return set(counts)
-
-        def partitions_for_topic(self, topic):
-            return set(range(counts[topic])) if topic in counts else None
-
     try:
+        from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+        pages = int(open("/proc/self/statm").read().split()[0])
+        cap = pages * os.sysconf("SC_PAGE_SIZE") + int(memory_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        members, counts = group(*sizes)
+        Member = namedtuple("Member", "member_id group_instance_id metadata")
+        kp_members = [Member(m.member_id, None, ConsumerProtocolSubscription(0, list(m.topics), b""))
+                      for m in members]
+
+        class Cluster:  # the two calls kafka-python's assignors make of its ClusterMetadata
+            def topics(self):
+                return set(counts)
+
+            def partitions_for_topic(self, topic):
+                return set(range(counts[topic])) if topic in counts else None
+
         module, _, attribute = target.partition(":")
         cls = getattr(importlib.import_module(module), attribute)
         assignor = cls() if "sticky" in target else cls  # the sticky ones keep state per instance
@@ -96,7 +98,7 @@ def _reference(target: str, sizes: tuple[int, int, int, bool], memory_gib: float
         assignor.assign(Cluster(), kp_members)
         out.send(("ok", time.perf_counter() - start))
     except MemoryError:
-        out.send(("failed", f"out of memory (over {memory_gib:g} GiB)"))
+        out.send(("failed", f"out of memory (over {memory_gib:g} GiB more)"))
     except Exception as exc:  # reported by the parent, not mistaken for slowness
         out.send(("failed", f"{type(exc).__name__}: {exc}"))
 
