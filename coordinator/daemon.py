@@ -87,7 +87,9 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
             bound = await _listen(nursery, server.serve, host, port)
             if config["metrics_listen"]:
                 metrics.REGISTRY.register(metrics.GroupsCollector(
-                    lambda: (state for _, _, state in coordinator.all_groups()), lambda: len(coordinator.owned)))
+                    lambda: ((gid, state, members) for gid, _, state, members in coordinator.all_groups()),
+                    lambda: len(coordinator.owned), lambda: coordinator.group_partitions,
+                    config["metrics_group_series"]))
                 m_host, m_port = _address(config["metrics_listen"])
                 m_bound = await _listen(nursery, metrics.serve_metrics, m_host, m_port)
                 log.info("metrics endpoint", url=f"http://{m_host}:{m_bound}/metrics")

@@ -10,6 +10,7 @@ from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND
                               HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, METADATA,
                               OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP)
 
+from . import metrics
 from .errors import store_error_code
 from .groups.state import GroupState
 from .ownership import Coordinator, Owned
@@ -193,12 +194,16 @@ class Handlers:
         entries = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch,
                                                  p.committed_metadata, now_ms)
                    for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in too_long}
+        started = time.perf_counter()
         try:
             if entries:
                 await route.store.commit_offsets(request.group_id, entries)
         except (NotOwner, StoreUnavailable, StoreError) as exc:
             code = store_error_code(exc)
             return answer(lambda topic, p: code)
+        metrics.OFFSET_COMMITS.inc()
+        metrics.OFFSET_COMMIT_PARTITIONS.inc(len(entries))
+        metrics.OFFSET_COMMIT_SECONDS.observe(time.perf_counter() - started)
         return answer(lambda topic, p: E.OFFSET_METADATA_TOO_LARGE if (topic, p) in too_long else E.NONE)
 
     async def offset_fetch(self, header, request, client_host):
@@ -241,7 +246,7 @@ class Handlers:
     async def list_groups(self, header, request, client_host):
         wanted = {s.lower() for s in request.states_filter}
         groups = [m.ListedGroup(group_id=gid, protocol_type=protocol_type, group_state=state)
-                  for gid, protocol_type, state in sorted(self.coordinator.all_groups())
+                  for gid, protocol_type, state, _ in sorted(self.coordinator.all_groups())
                   if not wanted or state.lower() in wanted]
         return m.ListGroupsResponse(error_code=E.NONE, groups=groups)
 

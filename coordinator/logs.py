@@ -1,6 +1,7 @@
 """Logging: structlog for our own lines, and the standard library's (kazoo's among them)
-routed through the same processors, so every line is JSON in production
-(`--log-format json`) or readable console output in development."""
+routed through the same processors, so every line is JSON in production or readable
+console output in a terminal: `auto` (the default) picks by whether stderr is a terminal,
+`json` and `console` force one."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import sys
 
 import structlog
 
-FORMATS = ("json", "console")
+FORMATS = ("auto", "json", "console")
 
 
-def configure(log_format: str = "console", level: int = logging.INFO) -> None:
+def configure(log_format: str = "auto", level: int = logging.INFO) -> None:
     if log_format not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}, not {log_format!r}")
+    if log_format == "auto":
+        log_format = "console" if sys.stderr.isatty() else "json"
     shared = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,

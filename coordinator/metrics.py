@@ -1,57 +1,169 @@
 """Prometheus metrics and the `/metrics` endpoint that serves them.
 
 The metrics live in one registry of their own (not prometheus-client's global one), are
-named `groupkeeper_*` and carry no per-member or per-group labels, so a coordinator with
+named `groupkeeper_*` and carry no per-member labels; only `groupkeeper_group_members` has
+per-group series, for a configured number of the largest groups, so a coordinator with
 thousands of groups exports a bounded number of series. Gauges that describe the groups
 are read from the coordinator when scraped, never kept up to date on the request path.
+docs/metrics.md describes each metric.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import trio
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics,
+                               generate_latest)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from protocol import ErrorCode
+from protocol.schema import Array, Struct
+
 from . import logs
 
+# `_created` samples would reach Prometheus's text format as extra gauges, one per series
+disable_created_metrics()
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-REQUESTS = Counter("groupkeeper_requests_total", "Requests handled, by API.", ["api"], registry=REGISTRY)
+# Request latencies run from a heartbeat's fraction of a millisecond to a JoinGroup that
+# waits for a whole rebalance (up to its rebalance timeout, minutes).
+_LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+_SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+REQUESTS = Counter("groupkeeper_requests_total",
+                   "Requests answered, by API and the error code answered (NONE, or the first error).",
+                   ["api", "error"], registry=REGISTRY)
+REQUEST_SECONDS = Histogram("groupkeeper_request_duration_seconds",
+                            "From a request decoded to its response encoded, by API.", ["api"],
+                            buckets=_LATENCY, registry=REGISTRY)
 CONNECTIONS = Gauge("groupkeeper_connections", "Open client connections.", registry=REGISTRY)
 CONNECTIONS_CLOSED = Counter("groupkeeper_connections_closed_total",
                              "Client connections closed by the server for a bad frame or a limit.",
                              ["reason"], registry=REGISTRY)
-REBALANCES = Counter("groupkeeper_rebalances_total", "Rebalances completed.", registry=REGISTRY)
+REBALANCES = Counter("groupkeeper_rebalances_total", "Rebalances completed, by what started them.",
+                     ["reason"], registry=REGISTRY)
 REBALANCE_SECONDS = Histogram(
-    "groupkeeper_rebalance_duration_seconds", "From the start of a rebalance to its generation being stable.",
-    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600), registry=REGISTRY)
+    "groupkeeper_rebalance_duration_seconds", "From the start of a rebalance to its generation being formed.",
+    buckets=_SECONDS, registry=REGISTRY)
+HEARTBEATS = Counter("groupkeeper_heartbeats_total", "Heartbeats answered (any error code).", registry=REGISTRY)
+SESSION_EXPIRATIONS = Counter("groupkeeper_session_expirations_total",
+                              "Members removed because their session timed out.", registry=REGISTRY)
+MEMBERS_REMOVED = Counter("groupkeeper_members_removed_total",
+                          "Members removed from their group, by reason.", ["reason"], registry=REGISTRY)
+OFFSET_COMMITS = Counter("groupkeeper_offset_commits_total",
+                         "OffsetCommit requests that were written (some partitions may have failed).",
+                         registry=REGISTRY)
+OFFSET_COMMIT_PARTITIONS = Counter("groupkeeper_offset_commit_partitions_total",
+                                   "Partition offsets committed.", registry=REGISTRY)
+OFFSET_COMMIT_SECONDS = Histogram("groupkeeper_offset_commit_duration_seconds",
+                                  "An OffsetCommit's write: from its offsets handed to the store to their being durable in "
+                                  "ZooKeeper (batched with other commits of the group-partition).",
+                                  buckets=_LATENCY, registry=REGISTRY)
+ZOOKEEPER_SECONDS = Histogram("groupkeeper_zookeeper_request_duration_seconds",
+                              "ZooKeeper requests, by operation, as awaited by the coordinator.", ["op"],
+                              buckets=_LATENCY, registry=REGISTRY)
+ZOOKEEPER_CONNECTED = Gauge("groupkeeper_zookeeper_connected",
+                            "1 while the ZooKeeper session is connected, else 0.", registry=REGISTRY)
+GROUP_LOAD_SECONDS = Histogram("groupkeeper_group_load_duration_seconds",
+                               "Loading one group-partition (its groups and offsets) after taking it.",
+                               buckets=_SECONDS, registry=REGISTRY)
 ASSIGNOR_FAILURES = Counter(
     "groupkeeper_assignor_failures_total",
     "Server-side assignments abandoned because a configured strategy raised or answered wrongly "
     "(the group's leader assigned instead), by strategy.", ["strategy"], registry=REGISTRY)
-MEMBERS_REMOVED = Counter("groupkeeper_members_removed_total",
-                          "Members removed from their group, by reason.", ["reason"], registry=REGISTRY)
+
+
+def observe_request(api: str, response, seconds: float) -> None:
+    """Count a handled request under the error code its response carries (the top-level one,
+    else the first of its groups, topics or partitions that is not NONE) and time it."""
+    finder = _FINDERS.get(type(response))
+    if finder is None:
+        finder = _FINDERS[type(response)] = _error_finder(response.STRUCT) or (lambda _: 0)
+    code = finder(response)
+    counter = _COUNTERS.get((api, code))
+    if counter is None:
+        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+        counter = _COUNTERS[(api, code)] = REQUESTS.labels(api, name)
+    counter.inc()
+    timer = _TIMERS.get(api)
+    if timer is None:
+        timer = _TIMERS[api] = REQUEST_SECONDS.labels(api)
+    timer.observe(seconds)
+
+
+_FINDERS: dict[type, Callable[[Any], int]] = {}
+_COUNTERS: dict[tuple[str, int], Counter] = {}
+_TIMERS: dict[str, Histogram] = {}
+
+
+def _error_finder(struct: Struct) -> Callable[[Any], int] | None:
+    """A function returning the first non-zero `error_code` of a message of `struct`, looking
+    at its own field first, then into its arrays of structs; None if it has none at all."""
+    direct = any(f.name == "error_code" for f in struct.fields)
+    nested = [(f.name, finder) for f in struct.fields
+              if isinstance(f.type, Array) and isinstance(f.type.item, Struct)
+              and (finder := _error_finder(f.type.item)) is not None]
+    if not direct and not nested:
+        return None
+
+    def first(message) -> int:
+        if direct and message.error_code:
+            return message.error_code
+        for name, finder in nested:
+            for item in getattr(message, name) or ():
+                if code := finder(item):
+                    return code
+        return 0
+    return first
+
+
+def reason_kind(reason: str) -> str:
+    """A rebalance reason as a label value: the kind, without client-given text or topic names,
+    so the label stays bounded."""
+    if reason.startswith("partitions of "):
+        return "partitions changed"
+    return reason.split(":", 1)[0]
 
 
 class GroupsCollector:
-    """Groups by state and owned group-partitions, read from the coordinator per scrape."""
+    """Gauges read from the coordinator per scrape: groups by state, members (per group for
+    the `per_group` largest groups, the rest in one series without a group label), owned and
+    total group-partitions."""
 
-    def __init__(self, states: Callable[[], Iterable[str]], owned: Callable[[], int]):
-        self.states = states
+    def __init__(self, groups: Callable[[], Iterable[tuple[str, str, int]]], owned: Callable[[], int],
+                 total: Callable[[], int], per_group: int):
+        self.groups = groups  # (group id, state, members)
         self.owned = owned
+        self.total = total
+        self.per_group = per_group
 
     def collect(self):
-        groups = GaugeMetricFamily("groupkeeper_groups", "Groups this instance coordinates, by state.",
-                                   labels=["state"])
-        for state, count in sorted(Tally(self.states()).items()):
-            groups.add_metric([state], count)
-        yield groups
+        listed = list(self.groups())
+        by_state = GaugeMetricFamily("groupkeeper_groups", "Groups this instance coordinates, by state.",
+                                     labels=["state"])
+        for state, count in sorted(Tally(state for _, state, _ in listed).items()):
+            by_state.add_metric([state], count)
+        yield by_state
+        members = GaugeMetricFamily(
+            "groupkeeper_group_members",
+            "Members of the groups this instance coordinates: the largest groups by name, the rest "
+            "summed in the series without a group label.", labels=["group"])
+        largest = heapq.nsmallest(self.per_group, listed, key=lambda g: (-g[2], g[0]))
+        for group_id, _, count in largest:
+            members.add_metric([group_id], count)
+        members.add_metric([""], sum(count for _, _, count in listed) - sum(count for _, _, count in largest))
+        yield members
         yield GaugeMetricFamily("groupkeeper_owned_group_partitions",
                                 "Group-partitions this instance owns.", value=self.owned())
+        yield GaugeMetricFamily("groupkeeper_group_partitions",
+                                "Group-partitions in the cluster (owned by some instance or not).",
+                                value=self.total())
 
     def describe(self):
         return []

@@ -18,7 +18,7 @@ from kazoo.exceptions import NodeExistsError
 
 from protocol import ErrorCode
 
-from . import logs
+from . import logs, metrics
 from .assignors import Assignor
 from .groups.group import GroupConfig
 from .groups.manager import GroupSet
@@ -69,16 +69,16 @@ class Coordinator:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return owned
 
-    def all_groups(self) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of every group served here, including groups
-        that only have committed offsets (Empty, as Kafka lists them)."""
+    def all_groups(self) -> list[tuple[str, str, str, int]]:
+        """(group id, protocol type, state, members) of every group served here, including
+        groups that only have committed offsets (Empty, as Kafka lists them)."""
         listed = []
         for owned in self.owned.values():
             if not owned.loaded.is_set():
                 continue
             live = owned.groups.groups
-            listed += [(gid, g.protocol_type or "", g.state.value) for gid, g in live.items()]
-            listed += [(gid, "", GroupState.EMPTY.value) for gid in owned.store.durable if gid not in live]
+            listed += [(gid, g.protocol_type or "", g.state.value, len(g.members)) for gid, g in live.items()]
+            listed += [(gid, "", GroupState.EMPTY.value, 0) for gid in owned.store.durable if gid not in live]
         return listed
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -104,10 +104,12 @@ class Coordinator:
                     owned.groups.topics_changed(change.topic)
 
     async def _serve_partition(self, n: int, owned: Owned) -> None:
+        started = trio.current_time()
         loaded = await owned.store.load()
         now = trio.current_time()
         for group_id, data in loaded.groups.items():
             owned.groups.groups[group_id] = restore(group_id, data, now, self.group_config)
+        metrics.GROUP_LOAD_SECONDS.observe(trio.current_time() - started)
         async with trio.open_nursery() as nursery:
             await nursery.start(owned.store.run_writer)
             await nursery.start(owned.groups.run)

@@ -144,10 +144,11 @@ class Server:
                     nursery.start_soon(self._handle, reply, request, client_host, wake, in_flight)
 
     async def _handle(self, reply: _Reply, request, client_host: str, wake, in_flight) -> None:
-        _REQUESTS[reply.header.api_key].inc()
+        started = trio.current_time()
         try:
             body = await self.handlers.handle(reply.header, request, client_host)
             reply.frame = encode_response(reply.header, body)
+            metrics.observe_request(_API_NAMES[reply.header.api_key], body, trio.current_time() - started)
         except Exception as exc:  # a bug: close this connection, keep serving the others
             raise _HandlerFailed(reply.header.api_key) from exc
         finally:
@@ -167,7 +168,7 @@ class Server:
 
 
 _PEER_CLOSED = ("closed by peer", "peer went away")
-_REQUESTS = {key: metrics.REQUESTS.labels(api.name) for key, api in APIS.items()}
+_API_NAMES = {key: api.name for key, api in APIS.items()}
 
 
 class _HandlerFailed(Exception):

@@ -12,7 +12,7 @@ from kafka import KafkaConsumer
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.consumer import decode_assignment, encode_subscription
 from protocol.messages import ConsumerProtocolSubscription, build
-from protocol.schemas import HEARTBEAT, JOIN_GROUP, SYNC_GROUP
+from protocol.schemas import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP
 
 
 def kp_consumer(bootstrap: str, group: str, *topics: str, **extra) -> KafkaConsumer:
@@ -120,16 +120,18 @@ class RawMember(RawConnection):
 
     VERSIONS = {"join": 5, "sync": 3, "heartbeat": 3}
 
-    def __init__(self, port: int, group: str, *topics: str, strategies: tuple[str, ...] = ("range",)):
+    def __init__(self, port: int, group: str, *topics: str, strategies: tuple[str, ...] = ("range",),
+                 session_timeout_ms: int = 10000):
         super().__init__(port)
         self.strategies = strategies
+        self.session_timeout_ms = session_timeout_ms
         self.group, self.member_id, self.generation = group, "", -1
         self.subscription = encode_subscription(ConsumerProtocolSubscription(topics=list(topics)), 0)
 
     def join(self):
         """One JoinGroup: the response (its member id is kept)."""
         joined = self.call(JOIN_GROUP, self.VERSIONS["join"], {
-            "group_id": self.group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+            "group_id": self.group, "session_timeout_ms": self.session_timeout_ms, "rebalance_timeout_ms": 10000,
             "member_id": self.member_id, "protocol_type": "consumer",
             "protocols": [{"name": name, "metadata": self.subscription} for name in self.strategies]})
         self.member_id = joined.member_id
@@ -157,3 +159,14 @@ class RawMember(RawConnection):
     def heartbeat(self) -> ErrorCode:
         return ErrorCode(self.call(HEARTBEAT, self.VERSIONS["heartbeat"], {
             "group_id": self.group, "generation_id": self.generation, "member_id": self.member_id}).error_code)
+
+    def leave(self) -> ErrorCode:
+        return ErrorCode(self.call(LEAVE_GROUP, 0, {"group_id": self.group, "member_id": self.member_id}).error_code)
+
+    def commit(self, topic: str, offsets: dict[int, int]) -> list[ErrorCode]:
+        """OffsetCommit v7 in this member's generation: the partitions' error codes."""
+        answer = self.call(OFFSET_COMMIT, 7, {
+            "group_id": self.group, "generation_id_or_member_epoch": self.generation, "member_id": self.member_id,
+            "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": o}
+                                                      for p, o in offsets.items()]}]})
+        return [ErrorCode(p.error_code) for t in answer.topics for p in t.partitions]

@@ -161,10 +161,10 @@ def test_the_metrics_endpoint_counts_what_the_group_did(groupkeeper):
     assert status == 200
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in text_string_to_metric_families(text) for s in family.samples}
-    assert samples[("groupkeeper_rebalances_total", ())] >= 1
+    assert samples[("groupkeeper_rebalances_total", (("reason", "member joined"),))] >= 1
     assert samples[("groupkeeper_rebalance_duration_seconds_count", ())] >= 1
-    assert samples[("groupkeeper_requests_total", (("api", "JoinGroup"),))] >= 1
-    assert samples[("groupkeeper_requests_total", (("api", "SyncGroup"),))] >= 1
+    assert samples[("groupkeeper_requests_total", (("api", "JoinGroup"), ("error", "NONE")))] >= 1
+    assert samples[("groupkeeper_requests_total", (("api", "SyncGroup"), ("error", "NONE")))] >= 1
     assert samples[("groupkeeper_groups", (("state", "Stable"),))] == 1
     assert samples[("groupkeeper_owned_group_partitions", ())] == 50
     assert samples[("groupkeeper_connections", ())] >= 1

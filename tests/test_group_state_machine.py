@@ -146,7 +146,7 @@ def test_seed_slow_consumers_are_removed_at_the_rebalance_timeout():
     assert g.state == S.PREPARING_REBALANCE
     g.tick(31)
     effects = _drain(g)
-    assert MemberRemoved(b, "rebalance timeout") in effects
+    assert MemberRemoved(b, "rebalance timeout", 1) in effects
     assert g.state == S.COMPLETING_REBALANCE and list(g.members) == [a]
 
 
@@ -235,7 +235,7 @@ def test_members_that_never_sync_for_the_leader_are_removed_at_the_rebalance_tim
     assert g.next_deadline(18) == 21  # the sync deadline: the longest rebalance timeout
     g.tick(21)  # the leader never sent its SyncGroup
     out = _drain(g)
-    assert MemberRemoved(a, "sync timeout") in out
+    assert MemberRemoved(a, "sync timeout", 1) in out
     assert SyncReply(b, E.REBALANCE_IN_PROGRESS) in out
     assert g.state == S.PREPARING_REBALANCE and list(g.members) == [b]
 

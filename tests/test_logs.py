@@ -43,6 +43,33 @@ def test_console_format_is_readable_text():
             json.loads(line)
 
 
+def test_auto_writes_json_when_stderr_is_not_a_terminal():
+    ours, _ = (json.loads(line) for line in _run("auto"))  # captured: a pipe, as under systemd
+    assert ours["event"] == "rebalance completed"
+
+
+def test_auto_writes_console_text_in_a_terminal():
+    import os
+    import pty
+    leader, follower = pty.openpty()
+    with subprocess.Popen([sys.executable, "-c", SCRIPT.format(fmt="auto")], stderr=follower,
+                          stdout=subprocess.DEVNULL) as child:
+        os.close(follower)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        assert child.wait(timeout=60) == 0
+    os.close(leader)
+    text = output.decode(errors="replace")
+    assert "rebalance completed" in text and not text.lstrip().startswith("{")
+
+
 def test_an_unknown_format_is_refused():
-    with pytest.raises(ValueError, match="json, console"):
+    with pytest.raises(ValueError, match="auto, json, console"):
         logs.configure("xml")

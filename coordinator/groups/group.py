@@ -100,12 +100,14 @@ class RebalanceCompleted:
     generation: int
     members: int
     duration: float
+    reason: str  # what started it
 
 
 @dataclass(frozen=True)
 class MemberRemoved:
     member_id: str
     reason: str  # "left", "session timeout", "rebalance timeout", "sync timeout"
+    generation: int  # the one it was removed from
 
 
 Effect = JoinReply | SyncReply | AssignmentNeeded | PersistNeeded | RebalanceStarted | RebalanceCompleted | MemberRemoved
@@ -132,6 +134,7 @@ class Group:
     leader_assigns: bool = False  # the runtime could not assign: take the leader's SyncGroup
     _pending_assignment: dict[str, bytes] | None = None
     _rebalance_started: float = 0.0
+    _rebalance_reason: str = ""
     _rebalance_deadline: float = 0.0
     _initial_deadline: float = 0.0
     _sync_deadline: float = 0.0
@@ -152,7 +155,7 @@ class Group:
             self._pending_assignment = None
         was_empty = self.state == GroupState.EMPTY
         self._to(GroupState.PREPARING_REBALANCE)
-        self._rebalance_started = now
+        self._rebalance_started, self._rebalance_reason = now, reason
         timeout = max((m.rebalance_timeout for m in self.members.values()), default=0.0)
         self._rebalance_deadline = now + timeout
         self._initial_deadline = (min(now + self.config.initial_rebalance_delay, self._rebalance_deadline)
@@ -175,7 +178,8 @@ class Group:
             self._to(GroupState.EMPTY)
             self.protocol_name, self.leader = None, None
             self.outbox.append(PersistNeeded(self.generation))
-            self.outbox.append(RebalanceCompleted(self.generation, 0, now - self._rebalance_started))
+            self.outbox.append(RebalanceCompleted(self.generation, 0, now - self._rebalance_started,
+                                                  self._rebalance_reason))
             return
         self.protocol_name = self._vote()
         if self.leader not in self.members:
@@ -227,7 +231,7 @@ class Group:
             self.outbox.append(JoinReply(m.member_id, E.UNKNOWN_MEMBER_ID))
         if m.awaiting_sync:
             self.outbox.append(SyncReply(m.member_id, E.UNKNOWN_MEMBER_ID))
-        self.outbox.append(MemberRemoved(m.member_id, reason))
+        self.outbox.append(MemberRemoved(m.member_id, reason, self.generation))
 
     def _after_removal(self, now: float, reason: str) -> None:
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -465,7 +469,7 @@ class Group:
                 self.outbox.append(SyncReply(m.member_id, E.NONE, self.protocol_type, self.protocol_name,
                                              m.assignment))
         self.outbox.append(RebalanceCompleted(self.generation, len(self.members),
-                                              now - self._rebalance_started))
+                                              now - self._rebalance_started, self._rebalance_reason))
 
     def request_rebalance(self, now: float, reason: str) -> None:
         """From outside the group: its subscribed topics changed."""

@@ -48,6 +48,7 @@ class GroupSet:
         self.persist = persist
         self.strict = strict
         self.groups: dict[str, Group] = {}
+        self._owners: dict[str, dict[tuple[str, int], str]] = {}  # last generation's, for "partitions moved"
         self._waiters: dict[tuple[str, str, str], list[_Waiter]] = {}  # (group, kind, member)
         self._timers: list[tuple[float, str]] = []
         self._wake = trio.Event()
@@ -105,21 +106,42 @@ class GroupSet:
             elif isinstance(effect, PersistNeeded):
                 self._nursery.start_soon(self._persist, group, effect.generation)
             elif isinstance(effect, RebalanceStarted):
+                if group.group_id not in self._owners:  # members still hold the last generation's
+                    self._owners[group.group_id] = {tp: member_id for member_id, m in group.members.items()
+                                                    for tp in _owned(m.assignment)}
                 self.log.info("rebalance started", group=group.group_id, generation=effect.generation,
                               reason=effect.reason)
             elif isinstance(effect, RebalanceCompleted):
-                metrics.REBALANCES.inc()
+                metrics.REBALANCES.labels(metrics.reason_kind(effect.reason)).inc()
                 metrics.REBALANCE_SECONDS.observe(effect.duration)
-                self.log.info("rebalance completed", group=group.group_id, generation=effect.generation,
-                              members=effect.members, duration_s=round(effect.duration, 3))
+                self._rebalance_completed(group, effect)
             elif isinstance(effect, MemberRemoved):
                 metrics.MEMBERS_REMOVED.labels(effect.reason).inc()
-                self.log.info("member removed", group=group.group_id, generation=group.generation,
+                if effect.reason == "session timeout":
+                    metrics.SESSION_EXPIRATIONS.inc()
+                self.log.info("member removed", group=group.group_id, generation=effect.generation,
                               member=effect.member_id, reason=effect.reason)
         if group.state == GroupState.DEAD:
             self.groups.pop(group.group_id, None)
+            self._owners.pop(group.group_id, None)
         else:
             self._schedule(group.group_id)
+
+    def _rebalance_completed(self, group: Group, effect: RebalanceCompleted) -> None:
+        """The summary line of a rebalance (it completes once its assignment is written, the
+        server's or the leader's). Partitions moved: those whose owner in the previous
+        generation differs now, or that no one owns any more."""
+        owners = {tp: member_id for member_id, m in group.members.items()
+                  for tp in _owned(m.assignment)}
+        before = self._owners.get(group.group_id, {})
+        moved = sum(1 for tp, owner in before.items() if owners.get(tp) != owner)
+        if group.members:
+            self._owners[group.group_id] = owners
+        else:
+            self._owners.pop(group.group_id, None)
+        self.log.info("rebalance completed", group=group.group_id, generation=effect.generation,
+                      reason=effect.reason, members=effect.members, duration_s=round(effect.duration, 3),
+                      strategy=group.protocol_name, partitions_moved=moved)
 
     def _deliver(self, group_id: str, kind: str, member_id: str, reply) -> None:
         for waiter in self._waiters.pop((group_id, kind, member_id), []):
@@ -208,6 +230,7 @@ class GroupSet:
         return reply
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
+        metrics.HEARTBEATS.inc()
         group = self.group(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
@@ -246,6 +269,10 @@ class GroupSet:
         if group is not None:
             group.mark_dead()
             self._settle(group)
+
+
+def _owned(assignment: bytes) -> list[tuple[str, int]]:
+    return [(topic, p) for topic, ps in _partitions(assignment).items() for p in ps]
 
 
 def _partitions(assignment: bytes) -> dict[str, list[int]]:

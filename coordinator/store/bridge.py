@@ -16,6 +16,11 @@ import trio
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from .. import metrics
+
+_SECONDS = {op: metrics.ZOOKEEPER_SECONDS.labels(op) for op in
+            ("create", "get", "set", "exists", "get_children", "delete", "ensure_path", "multi")}
+
 
 class ZooKeeperBridge:
     def __init__(self, hosts: str, session_timeout: float = 10.0):
@@ -36,9 +41,11 @@ class ZooKeeperBridge:
         if not self.client.connected:
             raise ConnectionError(f"could not connect to ZooKeeper at {self.client.hosts}")
         self.state = KazooState.CONNECTED  # the listener queues the change itself
+        metrics.ZOOKEEPER_CONNECTED.set(1)
 
     async def stop(self) -> None:
         await trio.to_thread.run_sync(self._stop_blocking)
+        metrics.ZOOKEEPER_CONNECTED.set(0)
 
     def _stop_blocking(self) -> None:
         self.client.stop()
@@ -55,6 +62,7 @@ class ZooKeeperBridge:
 
     def _set_state(self, state: str) -> None:
         self.state = state
+        metrics.ZOOKEEPER_CONNECTED.set(state == KazooState.CONNECTED)
         for channel in self._subscribers:
             channel.send_nowait(state)
 
@@ -66,8 +74,10 @@ class ZooKeeperBridge:
 
     # -- calls ----------------------------------------------------------------------------
 
-    async def wait(self, async_result) -> Any:
-        """The outcome of a kazoo IAsyncResult, raised if it is an exception."""
+    async def wait(self, async_result, op: str = "multi") -> Any:
+        """The outcome of a kazoo IAsyncResult, raised if it is an exception; its time is
+        observed under `op` (callers that commit transactions leave it "multi")."""
+        started = trio.current_time()
         done = trio.Event()
         token = self._token
 
@@ -79,27 +89,28 @@ class ZooKeeperBridge:
 
         async_result.rawlink(completed)
         await done.wait()
+        _SECONDS[op].observe(trio.current_time() - started)
         return async_result.get_nowait()
 
     async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> str:
         return await self.wait(self.client.create_async(
-            path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath))
+            path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath), "create")
 
     async def get(self, path: str, watch=None) -> tuple[bytes, Any]:
-        return await self.wait(self.client.get_async(path, watch=watch))
+        return await self.wait(self.client.get_async(path, watch=watch), "get")
 
     async def set(self, path: str, value: bytes, version: int = -1) -> Any:
-        return await self.wait(self.client.set_async(path, value, version))
+        return await self.wait(self.client.set_async(path, value, version), "set")
 
     async def exists(self, path: str, watch=None) -> Any:
-        return await self.wait(self.client.exists_async(path, watch=watch))
+        return await self.wait(self.client.exists_async(path, watch=watch), "exists")
 
     async def get_children(self, path: str, watch=None) -> list[str]:
-        return await self.wait(self.client.get_children_async(path, watch=watch))
+        return await self.wait(self.client.get_children_async(path, watch=watch), "get_children")
 
     async def delete(self, path: str, version: int = -1) -> Any:
-        return await self.wait(self.client.delete_async(path, version))
+        return await self.wait(self.client.delete_async(path, version), "delete")
 
     async def ensure_path(self, path: str) -> Any:
-        return await self.wait(self.client.ensure_path_async(path))
+        return await self.wait(self.client.ensure_path_async(path), "ensure_path")
