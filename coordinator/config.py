@@ -35,6 +35,11 @@ KEYS: dict[str, tuple[type, Any]] = {
     "max_request_bytes": (int, 100 * 1024 * 1024),
     "max_connections": (int, 10_000),
     "connections_max_idle_ms": (int, 600_000),
+    "events": (bool, True),  # the event log under data_dir/events (docs/events.md)
+    "events_max_bytes": (int, 64 * 1024 * 1024),
+    "events_max_age": (float, 3600.0),
+    "events_compress": (bool, True),
+    "events_queue_limit": (int, 100_000),
     "assignors": (dict, {}),  # [assignors] name = "module:Class"
 }
 

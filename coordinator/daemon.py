@@ -17,6 +17,7 @@ from kazoo.exceptions import NodeExistsError
 from . import logs, metrics
 from .assignors import Assignor
 from .assignors.registry import AssignorError, load_assignors
+from .events import DISCARD, EventLog
 from .groups.group import GroupConfig
 from .handlers import INSTANCE_NODE_BASE, Handlers, Node
 from .ownership import Coordinator
@@ -69,13 +70,21 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
         except NodeExistsError:
             raise StartupError(f"instance id {config['instance_id']} is already registered in "
                                f"ZooKeeper ({instance}): is another instance running with it?") from None
-        async with trio.open_nursery() as nursery:
+        # the event log outlives the coordinator's tasks, so that the last events are written
+        async with trio.open_nursery() as events_nursery, trio.open_nursery() as nursery:
             guard = SessionGuard(zk, config["zk_session_timeout"])
             await nursery.start(guard.run)
             registry = TopicRegistry(zk)
             await nursery.start(registry.run)
+            events = DISCARD
+            if config["events"]:
+                events = EventLog(Path(config["data_dir"]) / "events", config["instance_id"],
+                                  max_bytes=config["events_max_bytes"], max_age=config["events_max_age"],
+                                  compress=config["events_compress"], queue_limit=config["events_queue_limit"])
+                await events_nursery.start(events.run)
             coordinator = Coordinator(zk, guard, registry, config["instance_id"], _group_config(config),
-                                      assignors, config["strict_assignment"])
+                                      assignors, config["strict_assignment"], events)
+            guard.on_fenced = coordinator.fenced
             await nursery.start(coordinator.run)
             host, port = _address(config["listen"])
             advertised = config["advertised_listener"] or config["listen"]
@@ -105,6 +114,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                 await server.stopped.wait()
             await coordinator.release_all()
             nursery.cancel_scope.cancel()
+            events_nursery.cancel_scope.cancel()
         await zk.delete(instance)
         log.info("instance deregistered")
     finally:

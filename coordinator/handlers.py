@@ -204,6 +204,11 @@ class Handlers:
         metrics.OFFSET_COMMITS.inc()
         metrics.OFFSET_COMMIT_PARTITIONS.inc(len(entries))
         metrics.OFFSET_COMMIT_SECONDS.observe(time.perf_counter() - started)
+        if entries:
+            self.coordinator.events.emit(
+                "offsets_committed", request.group_id, generation=request.generation_id_or_member_epoch,
+                member=request.member_id or None,
+                offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), (o, *_) in entries.items()])
         return answer(lambda topic, p: E.OFFSET_METADATA_TOO_LARGE if (topic, p) in too_long else E.NONE)
 
     async def offset_fetch(self, header, request, client_host):

@@ -73,6 +73,11 @@ ZOOKEEPER_CONNECTED = Gauge("groupkeeper_zookeeper_connected",
 GROUP_LOAD_SECONDS = Histogram("groupkeeper_group_load_duration_seconds",
                                "Loading one group-partition (its groups and offsets) after taking it.",
                                buckets=_SECONDS, registry=REGISTRY)
+EVENTS_WRITTEN = Counter("groupkeeper_events_written_total", "Events appended to the event log.",
+                         registry=REGISTRY)
+EVENTS_DROPPED = Counter("groupkeeper_events_dropped_total",
+                         "Events lost: the log could not be written (disk full, unwritable) or its queue was full.",
+                         ["reason"], registry=REGISTRY)
 ASSIGNOR_FAILURES = Counter(
     "groupkeeper_assignor_failures_total",
     "Server-side assignments abandoned because a configured strategy raised or answered wrongly "

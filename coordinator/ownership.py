@@ -19,6 +19,7 @@ from kazoo.exceptions import NodeExistsError
 from protocol import ErrorCode
 
 from . import logs, metrics
+from .events import DISCARD, EventSink
 from .assignors import Assignor
 from .groups.group import GroupConfig
 from .groups.manager import GroupSet
@@ -48,8 +49,9 @@ class Owned:
 class Coordinator:
     def __init__(self, zk: ZooKeeperBridge, guard: SessionGuard, registry: TopicRegistry,
                  instance_id: int, group_config: GroupConfig, assignors: dict[str, Assignor],
-                 strict: bool = False):
+                 strict: bool = False, events: EventSink = DISCARD):
         self.zk = zk
+        self.events = events
         self.guard = guard
         self.registry = registry
         self.instance_id = instance_id
@@ -92,8 +94,9 @@ class Coordinator:
                     continue
                 store = PartitionStore(self.zk, fence, self.guard)
                 groups = GroupSet(self.group_config, self.assignors, self._partitions_of,
-                                  store.write_group, self.strict)
+                                  store.write_group, self.strict, self.events)
                 self.owned[n] = Owned(store, groups)
+                self.events.emit("ownership_gained", None, partition=n, epoch=fence.epoch)
             self.log.info("group-partitions taken", count=len(self.owned), of=self.group_partitions)
             task_status.started()
             for n, owned in self.owned.items():
@@ -101,7 +104,7 @@ class Coordinator:
             nursery.start_soon(self._report_loaded)
             async for change in changes:
                 for owned in self.owned.values():
-                    owned.groups.topics_changed(change.topic)
+                    owned.groups.topics_changed(change.topic, change.new_partitions)
 
     async def _serve_partition(self, n: int, owned: Owned) -> None:
         started = trio.current_time()
@@ -122,8 +125,18 @@ class Coordinator:
         self.log.info("group-partitions loaded", count=len(self.owned), groups=len(self.all_groups()),
                       duration_s=round(trio.current_time() - started, 3))
 
+    def fenced(self) -> None:
+        """The session guard's verdict: this instance owns nothing any more (it keeps
+        answering NOT_COORDINATOR until it is restarted)."""
+        for n, owned in self.owned.items():
+            self.events.emit("ownership_lost", None, partition=n, epoch=owned.store.fence.epoch,
+                             reason="session lost")
+
     async def release_all(self) -> None:
-        for owned in self.owned.values():
+        for n, owned in self.owned.items():
+            if not self.guard.fenced:  # else the loss was recorded when it happened
+                self.events.emit("ownership_lost", None, partition=n, epoch=owned.store.fence.epoch,
+                                 reason="released")
             try:
                 await release(self.zk, owned.store.fence)
             except (NotOwner, StoreUnavailable, StoreError) as exc:  # log, release the others

@@ -12,7 +12,7 @@ from kafka import KafkaConsumer
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.consumer import decode_assignment, encode_subscription
 from protocol.messages import ConsumerProtocolSubscription, build
-from protocol.schemas import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP
+from protocol.schemas import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, METADATA, OFFSET_COMMIT, SYNC_GROUP
 
 
 def kp_consumer(bootstrap: str, group: str, *topics: str, **extra) -> KafkaConsumer:
@@ -112,6 +112,17 @@ class RawConnection:
 
     def close(self) -> None:
         self.sock.close()
+
+    def wait_for_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
+        """Until the coordinator's Metadata shows `topic` with `partitions`: its registry
+        learns of a topic created in ZooKeeper a moment after the write."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = self.call(METADATA, 1, {"topics": [{"name": topic}]})
+            if [len(t.partitions) for t in answer.topics if t.error_code == 0] == [partitions]:
+                return
+            assert time.monotonic() < deadline, f"the coordinator never saw {topic} with {partitions} partitions"
+            time.sleep(0.05)
 
 
 class RawMember(RawConnection):

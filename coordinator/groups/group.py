@@ -104,13 +104,25 @@ class RebalanceCompleted:
 
 
 @dataclass(frozen=True)
+class MemberAdded:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    generation: int  # the one in force when it joined
+
+
+@dataclass(frozen=True)
 class MemberRemoved:
     member_id: str
     reason: str  # "left", "session timeout", "rebalance timeout", "sync timeout"
     generation: int  # the one it was removed from
+    client_id: str = field(default="", compare=False)
+    client_host: str = field(default="", compare=False)
 
 
-Effect = JoinReply | SyncReply | AssignmentNeeded | PersistNeeded | RebalanceStarted | RebalanceCompleted | MemberRemoved
+Effect = (JoinReply | SyncReply | AssignmentNeeded | PersistNeeded | RebalanceStarted | RebalanceCompleted
+          | MemberAdded | MemberRemoved)
 
 
 def new_member_id(client_id: str) -> str:
@@ -231,7 +243,7 @@ class Group:
             self.outbox.append(JoinReply(m.member_id, E.UNKNOWN_MEMBER_ID))
         if m.awaiting_sync:
             self.outbox.append(SyncReply(m.member_id, E.UNKNOWN_MEMBER_ID))
-        self.outbox.append(MemberRemoved(m.member_id, reason, self.generation))
+        self.outbox.append(MemberRemoved(m.member_id, reason, self.generation, m.client_id, m.client_host))
 
     def _after_removal(self, now: float, reason: str) -> None:
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -289,6 +301,8 @@ class Group:
         self.members[member_id] = member
         if instance_id is not None:
             self.static[instance_id] = member_id
+        self.outbox.append(MemberAdded(member_id, instance_id, fields["client_id"], fields["client_host"],
+                                       self.generation))
         if not self.protocol_type:
             self.protocol_type = fields["protocol_type"]
         if self.state == GroupState.PREPARING_REBALANCE:

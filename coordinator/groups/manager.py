@@ -21,9 +21,10 @@ from .. import logs, metrics
 from ..assignors import BUILT_IN, Assignor, MemberSubscription
 from ..assignors.base import StrategyFailed, checked_assign
 from ..errors import store_error_code
+from ..events import DISCARD, EventSink
 from ..store.fence import NotOwner, StoreError, StoreUnavailable
-from .group import (AssignmentNeeded, Group, GroupConfig, JoinReply, MemberRemoved, PersistNeeded,
-                    RebalanceCompleted, RebalanceStarted, SyncReply, Wait)
+from .group import (AssignmentNeeded, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
+                    PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait)
 from .snapshot import snapshot
 from .state import GroupState
 
@@ -41,14 +42,18 @@ class GroupSet:
     """The groups of one group-partition, with their timer."""
 
     def __init__(self, config: GroupConfig, assignors: dict[str, Assignor],
-                 partitions_of: Callable[[str], int], persist: Persist, strict: bool = False):
+                 partitions_of: Callable[[str], int], persist: Persist, strict: bool = False,
+                 events: EventSink = DISCARD):
         self.config = config
+        self.events = events
         self.assignors = assignors
         self.partitions_of = partitions_of  # topic -> partition count (0 when unknown)
         self.persist = persist
         self.strict = strict
         self.groups: dict[str, Group] = {}
-        self._owners: dict[str, dict[tuple[str, int], str]] = {}  # last generation's, for "partitions moved"
+        # each group's last generation: who owned what, and how many members it had
+        self._previous: dict[str, tuple[dict[tuple[str, int], str], int]] = {}
+        self._counted: dict[str, dict[str, int]] = {}  # partition counts the last server-side assignment used
         self._waiters: dict[tuple[str, str, str], list[_Waiter]] = {}  # (group, kind, member)
         self._timers: list[tuple[float, str]] = []
         self._wake = trio.Event()
@@ -106,42 +111,55 @@ class GroupSet:
             elif isinstance(effect, PersistNeeded):
                 self._nursery.start_soon(self._persist, group, effect.generation)
             elif isinstance(effect, RebalanceStarted):
-                if group.group_id not in self._owners:  # members still hold the last generation's
-                    self._owners[group.group_id] = {tp: member_id for member_id, m in group.members.items()
-                                                    for tp in _owned(m.assignment)}
+                if group.group_id not in self._previous:  # new here: a new group, or loaded
+                    self._previous[group.group_id] = (
+                        ({}, 0) if effect.generation == 0 else (_owners(group), len(group.members)))
                 self.log.info("rebalance started", group=group.group_id, generation=effect.generation,
                               reason=effect.reason)
+                self.events.emit("rebalance_started", group.group_id, generation=effect.generation,
+                                 reason=effect.reason)
             elif isinstance(effect, RebalanceCompleted):
                 metrics.REBALANCES.labels(metrics.reason_kind(effect.reason)).inc()
                 metrics.REBALANCE_SECONDS.observe(effect.duration)
                 self._rebalance_completed(group, effect)
+            elif isinstance(effect, MemberAdded):
+                self.log.info("member joined", group=group.group_id, generation=effect.generation,
+                              member=effect.member_id, client_id=effect.client_id, host=effect.client_host)
+                self.events.emit("member_joined", group.group_id, generation=effect.generation,
+                                 member=effect.member_id, instance_id=effect.instance_id,
+                                 client_id=effect.client_id, host=effect.client_host)
             elif isinstance(effect, MemberRemoved):
                 metrics.MEMBERS_REMOVED.labels(effect.reason).inc()
                 if effect.reason == "session timeout":
                     metrics.SESSION_EXPIRATIONS.inc()
                 self.log.info("member removed", group=group.group_id, generation=effect.generation,
                               member=effect.member_id, reason=effect.reason)
+                self.events.emit("member_left" if effect.reason == "left" else "member_expired", group.group_id,
+                                 generation=effect.generation, member=effect.member_id, reason=effect.reason,
+                                 client_id=effect.client_id, host=effect.client_host)
         if group.state == GroupState.DEAD:
             self.groups.pop(group.group_id, None)
-            self._owners.pop(group.group_id, None)
+            self._previous.pop(group.group_id, None)
+            self._counted.pop(group.group_id, None)
         else:
             self._schedule(group.group_id)
 
     def _rebalance_completed(self, group: Group, effect: RebalanceCompleted) -> None:
-        """The summary line of a rebalance (it completes once its assignment is written, the
-        server's or the leader's). Partitions moved: those whose owner in the previous
-        generation differs now, or that no one owns any more."""
-        owners = {tp: member_id for member_id, m in group.members.items()
-                  for tp in _owned(m.assignment)}
-        before = self._owners.get(group.group_id, {})
+        """The summary of a rebalance, as a log line and an event (it completes once its
+        assignment is written, the server's or the leader's). Partitions moved: those whose
+        owner in the previous generation differs now, or that no one owns any more."""
+        owners = _owners(group)
+        before, members_before = self._previous.get(group.group_id, ({}, 0))
         moved = sum(1 for tp, owner in before.items() if owners.get(tp) != owner)
         if group.members:
-            self._owners[group.group_id] = owners
+            self._previous[group.group_id] = (owners, len(group.members))
         else:
-            self._owners.pop(group.group_id, None)
-        self.log.info("rebalance completed", group=group.group_id, generation=effect.generation,
-                      reason=effect.reason, members=effect.members, duration_s=round(effect.duration, 3),
-                      strategy=group.protocol_name, partitions_moved=moved)
+            self._previous.pop(group.group_id, None)
+        summary = dict(generation=effect.generation, reason=effect.reason, members_before=members_before,
+                       members_after=effect.members, duration_s=round(effect.duration, 3),
+                       partitions_moved=moved, strategy=group.protocol_name)
+        self.log.info("rebalance completed", group=group.group_id, **summary)
+        self.events.emit("rebalance_completed", group.group_id, **summary)
 
     def _deliver(self, group_id: str, kind: str, member_id: str, reply) -> None:
         for waiter in self._waiters.pop((group_id, kind, member_id), []):
@@ -170,6 +188,7 @@ class GroupSet:
     # -- server-side assignment -----------------------------------------------------------
 
     def _assign(self, group: Group, generation: int) -> None:
+        self._counted.pop(group.group_id, None)  # set again below if the server assigns
         assignor = self.assignors.get(group.protocol_name or "")
         if assignor is None or group.protocol_type != "consumer":
             group.leader_assigns = True  # the leader's SyncGroup carries the assignment
@@ -195,6 +214,7 @@ class GroupSet:
             metrics.ASSIGNOR_FAILURES.labels(group.protocol_name).inc()
             group.leader_assigns = True
             return
+        self._counted[group.group_id] = partitions
         assignments = {
             member_id: encode_assignment(ConsumerProtocolAssignment(assigned_partitions=[
                 TopicPartition(topic=t, partitions=ps) for t, ps in sorted(topics_.items()) if ps],
@@ -254,11 +274,15 @@ class GroupSet:
         self._settle(group)
         return error
 
-    def topics_changed(self, topic: str) -> None:
-        """A subscribed topic was created or grew: rebalance the groups that subscribe."""
+    def topics_changed(self, topic: str, partitions: int) -> None:
+        """A subscribed topic was created or grew: rebalance the groups that subscribe,
+        unless their assignment already counted `partitions` (the change was read from the
+        registry before its notification arrived)."""
         now = trio.current_time()
         for group in list(self.groups.values()):
             if group.state not in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+                continue
+            if self._counted.get(group.group_id, {}).get(topic) == partitions:
                 continue
             if any(topic in _topics(m.metadata(group.protocol_name)) for m in group.members.values()):
                 group.request_rebalance(now, f"partitions of {topic} changed")
@@ -271,8 +295,10 @@ class GroupSet:
             self._settle(group)
 
 
-def _owned(assignment: bytes) -> list[tuple[str, int]]:
-    return [(topic, p) for topic, ps in _partitions(assignment).items() for p in ps]
+def _owners(group: Group) -> dict[tuple[str, int], str]:
+    """(topic, partition) -> member, as the members' current assignments say."""
+    return {(topic, p): member_id for member_id, m in group.members.items()
+            for topic, ps in _partitions(m.assignment).items() for p in ps}
 
 
 def _partitions(assignment: bytes) -> dict[str, list[int]]:
