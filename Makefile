@@ -6,9 +6,9 @@ STAMP := $(VENV)/.installed
 CONFIG ?= config/groupkeeper.toml
 PYTEST_ARGS ?=
 
-.PHONY: install zookeeper run test bench clean
+.PHONY: install system-packages run test bench clean
 
-install: $(STAMP) zookeeper
+install: $(STAMP) system-packages
 
 # Re-runs only when the project's dependencies change.
 $(STAMP): pyproject.toml
@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,analytics]'
 	touch $(STAMP)
 
-zookeeper:
-	@deploy/ensure-zookeeper.sh
+system-packages:
+	@deploy/ensure-system-packages.sh
 
 run: install
 	$(VENV)/bin/groupkeeper run --config $(CONFIG)

@@ -6,6 +6,7 @@ import json
 import logging
 import signal
 import threading
+from pathlib import Path
 
 import click
 
@@ -214,6 +215,34 @@ def assign(strategy: str, source, config_path: str | None) -> None:
         click.echo(json.dumps(whatif.what_if(assignors[strategy], members, topics)))
     except StrategyFailed as exc:
         raise click.ClickException(f"strategy {strategy!r} {exc}") from None
+
+
+@main.command()
+@click.option("--events", "first", required=True, metavar="DIR",
+              help="A directory of event files (*.jsonl, *.jsonl.gz); more may follow it.")
+@click.argument("more", nargs=-1, metavar="[DIR...]")
+@click.option("--out", required=True, metavar="DIR", help="Where the Parquet tables and report.html go.")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+def analyze(first: str, more: tuple[str, ...], out: str, master: str) -> None:
+    """Rebalances, groups, members, commit rates and latest offsets from event logs (PySpark)."""
+    directories = [first, *more]
+    for directory in directories:
+        if not Path(directory).is_dir():
+            raise click.ClickException(f"{directory}: not a directory of event files")
+    try:
+        from .analyze import job
+        from pyspark.errors import PySparkException
+    except ImportError as exc:
+        raise click.ClickException(f"analyze needs PySpark and matplotlib (the 'analytics' extra): {exc}") from None
+    spark = job.session(master)
+    try:
+        counts = job.run(spark, directories, out)
+    except PySparkException as exc:
+        raise click.ClickException(f"the analysis failed: {str(exc).splitlines()[0]}") from None
+    finally:
+        spark.stop()
+    click.echo(", ".join(f"{name}: {count:,}" for name, count in counts.items()))
+    click.echo(f"report: {Path(out, 'report.html').resolve()}")
 
 
 @main.group()

@@ -16,3 +16,16 @@ def zookeeper(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the session's analysis tests (started only if one asks)."""
+    from coordinator.analyze.job import session
+
+    spark = session("local[2]", "groupkeeper-tests")
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    try:
+        yield spark
+    finally:
+        spark.stop()

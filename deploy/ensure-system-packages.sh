@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Makes ZooKeeper runnable here: Debian's `zookeeper` package and a Java runtime.
+# The system packages groupkeeper needs, from Debian: ZooKeeper and a Java runtime (which
+# PySpark uses too), and Chromium, in which the tests render the analysis report.
 # Installs them with apt-get when missing and running as root; otherwise says what to install.
 set -euo pipefail
 
@@ -7,11 +8,12 @@ zk_jar=/usr/share/java/zookeeper.jar
 missing=()
 [ -f "$zk_jar" ] || missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "groupkeeper needs ZooKeeper and Java: install the Debian packages: ${missing[*]}" >&2
+    echo "groupkeeper needs ZooKeeper, Java and Chromium: install the Debian packages: ${missing[*]}" >&2
     echo "  (as root: apt-get update && apt-get install -y ${missing[*]})" >&2
     exit 1
 fi
@@ -20,7 +22,7 @@ echo "installing ${missing[*]} with apt-get" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-[ -f "$zk_jar" ] && command -v java >/dev/null 2>&1 || {
-    echo "apt-get finished but $zk_jar or java is still missing" >&2
+[ -f "$zk_jar" ] && command -v java >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 || {
+    echo "apt-get finished but $zk_jar, java or chromium is still missing" >&2
     exit 1
 }
