@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The system packages groupkeeper needs, from Debian: ZooKeeper and a Java runtime (which
-# PySpark uses too), and Chromium, in which the tests render the analysis report.
+# PySpark uses too), Chromium, in which the tests render the analysis report, and promtool,
+# with which they check deploy/prometheus/ (Debian ships it in the `prometheus` package, ~19 MB;
+# where systemd runs, installing it also starts a Prometheus server on :9090).
 # Installs them with apt-get when missing and running as root; otherwise says what to install.
 set -euo pipefail
 
@@ -9,11 +11,12 @@ missing=()
 [ -f "$zk_jar" ] || missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "groupkeeper needs ZooKeeper, Java and Chromium: install the Debian packages: ${missing[*]}" >&2
+    echo "groupkeeper needs ZooKeeper, Java, Chromium and promtool: install the Debian packages: ${missing[*]}" >&2
     echo "  (as root: apt-get update && apt-get install -y ${missing[*]})" >&2
     exit 1
 fi
@@ -22,7 +25,8 @@ echo "installing ${missing[*]} with apt-get" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-[ -f "$zk_jar" ] && command -v java >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 || {
-    echo "apt-get finished but $zk_jar, java or chromium is still missing" >&2
+[ -f "$zk_jar" ] && command -v java >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 \
+    && command -v promtool >/dev/null 2>&1 || {
+    echo "apt-get finished but $zk_jar, java, chromium or promtool is still missing" >&2
     exit 1
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ _runs = itertools.count()
 
 
 class CoordinatorProcess:
-    def __init__(self, zookeeper, tmp_path: Path, **config):
+    def __init__(self, zookeeper, tmp_path: Path, env: dict[str, str] | None = None, **config):
         self.chroot = f"/gk-test-{next(_runs)}-{int(time.time() * 1000)}"
         self.zookeeper = zookeeper.connect_string + self.chroot
         client = KazooClient(hosts=zookeeper.connect_string)
@@ -48,6 +49,7 @@ class CoordinatorProcess:
                         "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
                         "--data-dir", str(tmp_path), "--log-format", "json"]
         self.process: subprocess.Popen | None = None
+        self.env = {**os.environ, **env} if env else None  # extra variables for the process
 
     def start(self, timeout: float = 30.0) -> None:
         """Start (or restart) the process; `events()` then reads this run's log only."""
@@ -55,7 +57,7 @@ class CoordinatorProcess:
         if self.starts > 1:
             self.log_path = self.tmp_path / f"groupkeeper-{self.port}-{self.starts}.log"
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command, stderr=log, stdout=log)
+            self.process = subprocess.Popen(self.command, stderr=log, stdout=log, env=self.env)
         self.wait_for_log("group-partitions loaded", timeout)
 
     def events(self) -> list[dict]:
