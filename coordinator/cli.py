@@ -15,6 +15,7 @@ from kazoo.exceptions import KazooException
 
 from . import daemon, logs
 from .config import ConfigError, load_config
+from .groups_cli import groups
 from .store.topic_admin import AdminError, RegistryAdmin
 from .store.zkserver import ZooKeeperServer, ZooKeeperUnavailable
 
@@ -46,6 +47,9 @@ def _admin_call(hosts: str, action):
 @click.version_option(package_name="groupkeeper")
 def main() -> None:
     """groupkeeper: a consumer-group coordinator for Kafka-protocol clients."""
+
+
+main.add_command(groups)
 
 
 @main.command()
@@ -245,6 +249,49 @@ def analyze(first: str, more: tuple[str, ...], out: str, master: str) -> None:
     click.echo(f"report: {Path(out, 'report.html').resolve()}")
 
 
+@main.group("events")
+def events_group() -> None:
+    """Event logs (docs/events.md)."""
+
+
+@events_group.command("generate")
+@click.option("--groups", "group_count", required=True, type=int, help="Consumer groups to simulate.")
+@click.option("--hours", required=True, type=float, help="Simulated hours.")
+@click.option("--out", required=True, metavar="DIR", help="Where the event files go (created if missing).")
+@click.option("--seed", default=0, show_default=True, type=int, help="The same seed gives the same files.")
+@click.option("--instances", default=3, show_default=True, type=int,
+              help="Coordinator instances sharing the 50 group-partitions.")
+@click.option("--start", help="UTC start, ISO 8601 (2026-11-23T07:54:05.441Z); default: drawn from --seed.")
+@click.option("--file-bytes", default=64 << 20, show_default=True, type=int, help="A file is closed at this size.")
+@click.option("--file-seconds", default=3600.0, show_default=True, type=float,
+              help="... or when it spans this much simulated time.")
+@click.option("--compress", is_flag=True,
+              help="Gzip closed files; the last of each instance stays plain, as a coordinator leaves it.")
+@click.option("--force", is_flag=True, help="Write into a non-empty DIR, replacing its event files.")
+def events_generate(group_count: int, hours: float, out: str, seed: int, instances: int, start: str | None,
+                    file_bytes: int, file_seconds: float, compress: bool, force: bool) -> None:
+    """A synthetic event log of realistic groups (steady, flapping, storms, deploys), for
+    tests and scale runs of `analyze`."""
+    from datetime import datetime, timezone
+
+    from .events_generate import GenerateError, Options, generate
+    began = None
+    if start is not None:
+        try:
+            began = datetime.fromisoformat(start)
+        except ValueError:
+            raise click.ClickException(f"--start: not an ISO 8601 time: {start!r}") from None
+        began = began.replace(tzinfo=timezone.utc) if began.tzinfo is None else began.astimezone(timezone.utc)
+    options = Options(group_count, hours, seed, instances, began, file_bytes, file_seconds, compress)
+    try:
+        summary = generate(Path(out), options, force)
+    except GenerateError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write to {out}: {exc.strerror or exc}") from None
+    click.echo(summary.line(Path(out)))
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks that measure groupkeeper side by side with a reference, in one run."""
@@ -282,6 +329,23 @@ def bench_assign(as_json: bool, reference_limit: float, reference_memory: float,
     scenarios = [name for name, sizes in bench.SCENARIOS.items() if not skip_large or sizes[0] <= 1_000]
     results = bench.run(reference_limit, reference_memory, scenarios)
     click.echo(json.dumps(results, indent=2) if as_json else bench.table(results, reference_limit))
+
+
+@bench.command("analyze")
+@click.option("--events", required=True, metavar="DIR", help="An event log, e.g. from `groupkeeper events generate`.")
+@click.option("--out", required=True, metavar="DIR", help="Where `analyze` writes its tables.")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def bench_analyze(events: str, out: str, master: str, as_json: bool) -> None:
+    """`groupkeeper analyze` on an event log: time and peak memory, beside plain Python."""
+    from .bench import analyze as bench
+    if not Path(events).is_dir():
+        raise click.ClickException(f"{events}: not a directory of event files")
+    try:
+        results = bench.run(events, out, master)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(results, indent=2) if as_json else bench.table(results))
 
 
 @bench.command("zk-commits")

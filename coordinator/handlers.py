@@ -72,8 +72,13 @@ class Handlers:
         return api_versions_response()
 
     async def metadata(self, header, request, client_host):
-        brokers = [m.MetadataResponseBroker(node_id=self.node.node_id, host=self.node.host,
-                                            port=self.node.port)]
+        """Brokers and leaders from Kafka's registry, and this instance as one more node (its
+        id is never a broker's); a partition whose leader is unknown or not live has none."""
+        live = self.registry.brokers
+        brokers = [m.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
+                   for _, b in sorted(live.items())]
+        brokers.append(m.MetadataResponseBroker(node_id=self.node.node_id, host=self.node.host,
+                                                port=self.node.port))
         known = self.registry.partitions
         if request.topics is None or (header.api_version == 0 and not request.topics):
             names = sorted(known)
@@ -86,10 +91,19 @@ class Handlers:
                 topics.append(m.MetadataResponseTopic(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=name))
                 continue
             topics.append(m.MetadataResponseTopic(error_code=E.NONE, name=name, partitions=[
-                m.MetadataResponsePartition(error_code=E.LEADER_NOT_AVAILABLE, partition_index=p,
-                                            leader_id=-1) for p in range(count)]))
+                self._partition(name, p, live) for p in range(count)]))
         return m.MetadataResponse(brokers=brokers, cluster_id=CLUSTER_ID,
                                   controller_id=self.node.node_id, topics=topics)
+
+    def _partition(self, topic: str, p: int, live) -> m.MetadataResponsePartition:
+        state = self.registry.states.get((topic, p))
+        if state is None or state.leader not in live:
+            return m.MetadataResponsePartition(error_code=E.LEADER_NOT_AVAILABLE, partition_index=p, leader_id=-1)
+        replicas = self.registry.replicas.get(topic, {}).get(p, [])
+        return m.MetadataResponsePartition(
+            error_code=E.NONE, partition_index=p, leader_id=state.leader, leader_epoch=state.leader_epoch,
+            replica_nodes=replicas, isr_nodes=list(state.isr),
+            offline_replicas=[r for r in replicas if r not in live])
 
     async def find_coordinator(self, header, request, client_host):
         if header.api_version < 4:

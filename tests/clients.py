@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 
 from confluent_kafka import Consumer as CKConsumer
@@ -125,6 +126,19 @@ class RawConnection:
             time.sleep(0.05)
 
 
+def join_together(first: "RawMember", second: "RawMember") -> tuple[dict, dict]:
+    """Two members in one generation, deterministically: the first forms a generation alone,
+    the second's join starts a rebalance that the first follows, as a client would."""
+    mine = first.join_and_sync()
+    theirs: dict = {}
+    joining = threading.Thread(target=lambda: theirs.update(second.join_and_sync()))
+    joining.start()
+    mine = first.rejoin_when_asked()
+    joining.join(30)
+    assert not joining.is_alive(), "the second member never got its assignment"
+    return mine, theirs
+
+
 class RawMember(RawConnection):
     """A group member without a client's own decisions: for server behaviour a real client
     would hide, or race with."""
@@ -166,6 +180,14 @@ class RawMember(RawConnection):
                 return {}
             return {tp.topic: sorted(tp.partitions)
                     for tp in decode_assignment(synced.assignment)[1].assigned_partitions}
+
+    def rejoin_when_asked(self, timeout: float = 30.0) -> dict[str, list[int]]:
+        """Heartbeat until the coordinator asks for a rejoin, then rejoin: a client's loop."""
+        deadline = time.monotonic() + timeout
+        while self.heartbeat() != ErrorCode.REBALANCE_IN_PROGRESS:
+            assert time.monotonic() < deadline, "no rebalance asked for"
+            time.sleep(0.01)
+        return self.join_and_sync()
 
     def heartbeat(self) -> ErrorCode:
         return ErrorCode(self.call(HEARTBEAT, self.VERSIONS["heartbeat"], {

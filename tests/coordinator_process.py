@@ -91,7 +91,16 @@ class CoordinatorProcess:
         return result.output
 
     def topic(self, name: str, partitions: int) -> None:
+        """Create a topic, and wait until this coordinator's Metadata shows it: its registry
+        learns of the write a moment later, and a group formed before would rebalance."""
+        from tests.clients import RawConnection
+
         self.cli("topics", "create", name, "--partitions", str(partitions))
+        connection = RawConnection(self.port)
+        try:
+            connection.wait_for_topic(name, partitions)
+        finally:
+            connection.close()
 
     def stop(self) -> int:
         if self.process is None or self.process.poll() is not None:

@@ -158,7 +158,6 @@ def test_a_real_coordinators_log_through_the_command(zookeeper, tmp_path, spark)
         for name in ("one", "two"):
             member = RawMember(process.port, name, "orders", session_timeout_ms=1000)
             members.append(member)
-            member.wait_for_topic("orders", 3)
             member.join_and_sync()
             assert member.commit("orders", {0: 1, 1: 2, 2: 3}) == [ErrorCode.NONE] * 3
         assert members[0].leave() == ErrorCode.NONE  # "two" falls silent: its session expires

@@ -4,14 +4,12 @@ OffsetFetch v8 groups, ListGroups v4 states, LeaveGroup v3 members)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 from protocol import ErrorCode
 from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, LEAVE_GROUP, LIST_GROUPS, METADATA,
                               OFFSET_COMMIT, OFFSET_FETCH)
-from tests.clients import RawConnection, RawMember
+from tests.clients import RawConnection, RawMember, join_together
 from tests.coordinator_process import CoordinatorProcess
 
 E = ErrorCode
@@ -21,8 +19,8 @@ E = ErrorCode
 def groupkeeper(zookeeper, tmp_path_factory):
     process = CoordinatorProcess(zookeeper, tmp_path_factory.mktemp("protocol"))
     process.start()
-    process.topic("events", 3)
     try:
+        process.topic("events", 3)
         yield process
     finally:
         assert process.stop() == 0
@@ -81,8 +79,7 @@ def test_offset_fetch_v8_answers_several_groups_at_once(raw):
 def test_list_groups_v4_filters_by_state_and_leave_group_v3_removes_a_batch(groupkeeper, raw):
     first, second = RawMember(groupkeeper.port, "crowd", "events"), RawMember(groupkeeper.port, "crowd", "events")
     try:
-        with ThreadPoolExecutor(2) as pool:  # both must join before the generation forms
-            assignments = list(pool.map(RawMember.join_and_sync, (first, second)))
+        assignments = join_together(first, second)
         assert sorted(p for a in assignments for p in a["events"]) == [0, 1, 2]
         stable = raw.call(LIST_GROUPS, 4, {"states_filter": ["Stable"]})
         assert [(g.group_id, g.group_state) for g in stable.groups] == [("crowd", "Stable")]

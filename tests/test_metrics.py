@@ -5,13 +5,12 @@ codec) make the counts exact: a real client heartbeats on its own schedule."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from protocol import ErrorCode
-from tests.clients import RawMember
+from tests.clients import RawMember, join_together
 from tests.coordinator_process import CoordinatorProcess
 
 GROUP, TOPIC = "watched", "metered"
@@ -38,18 +37,10 @@ def value(found, name: str, **labels) -> float:
     return found.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def rejoin_until_stable(member: RawMember, deadline: float) -> dict[str, list[int]]:
-    """Heartbeat until the coordinator asks for a rejoin, then rejoin: a client's loop."""
-    while member.heartbeat() != ErrorCode.REBALANCE_IN_PROGRESS:
-        assert time.monotonic() < deadline, "no rebalance asked for"
-    return member.join_and_sync()
-
-
 def test_counters_follow_a_group_through_its_life(groupkeeper):
     groupkeeper.topic(TOPIC, 4)
     first = RawMember(groupkeeper.port, GROUP, TOPIC, session_timeout_ms=1000)
     second = RawMember(groupkeeper.port, GROUP, TOPIC)
-    first.wait_for_topic(TOPIC, 4)
     try:
         before = samples(groupkeeper)
         assert value(before, "groupkeeper_zookeeper_connected") == 1
@@ -77,7 +68,7 @@ def test_counters_follow_a_group_through_its_life(groupkeeper):
         joined: dict = {}
         joining = threading.Thread(target=lambda: joined.update(second.join_and_sync()))
         joining.start()
-        mine = rejoin_until_stable(first, time.monotonic() + 30)
+        mine = first.rejoin_when_asked()
         joining.join(30)
         assert sorted(mine[TOPIC] + joined[TOPIC]) == [0, 1, 2, 3]
         entry = groupkeeper.wait_for_log("rebalance completed", group=GROUP, generation=2)
@@ -85,7 +76,7 @@ def test_counters_follow_a_group_through_its_life(groupkeeper):
         assert entry["partitions_moved"] == 2 and entry["strategy"] == "range"
 
         assert second.leave() == ErrorCode.NONE
-        rejoin_until_stable(first, time.monotonic() + 30)
+        first.rejoin_when_asked()
         groupkeeper.wait_for_log("rebalance completed", group=GROUP, generation=3, reason="member left")
         two = samples(groupkeeper)
         assert value(two, "groupkeeper_rebalances_total", reason="member joined") == 2
@@ -114,16 +105,11 @@ def test_members_per_group_only_for_the_largest_groups(groupkeeper):
     in the series without a group label."""
     groupkeeper.topic(TOPIC, 2)
     members = [RawMember(groupkeeper.port, "small", TOPIC)]
-    members[0].wait_for_topic(TOPIC, 2)
     try:
         members[0].join_and_sync()
         big = [RawMember(groupkeeper.port, "big", TOPIC) for _ in range(2)]
         members += big
-        joined = threading.Thread(target=big[1].join_and_sync)
-        big[0].join_and_sync()
-        joined.start()
-        rejoin_until_stable(big[0], time.monotonic() + 30)
-        joined.join(30)
+        join_together(*big)
         found = samples(groupkeeper)
         series = {labels: v for (name, labels), v in found.items() if name == "groupkeeper_group_members"}
         assert series == {(("group", "big"),): 2, (("group", ""),): 1}

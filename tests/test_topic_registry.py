@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 
 from coordinator.cli import main
 from coordinator.store.bridge import ZooKeeperBridge
-from coordinator.store.registry import TopicChange, TopicRegistry, parse_broker
+from coordinator.store.registry import PartitionState, TopicChange, TopicRegistry, parse_broker
 
 _names = (f"topic-{i}" for i in itertools.count())
 
@@ -153,4 +153,49 @@ async def test_watches_come_back_after_a_session_expiry(zookeeper):
             assert change == TopicChange(name, 0, 3)
             nursery.cancel_scope.cancel()
     finally:
+        await zk.stop()
+
+
+async def test_brokers_and_partition_leaders_follow_the_registry(zookeeper):
+    """Leaders come from state znodes written after the topic (watched while absent), and
+    brokers from /brokers/ids as they come and go."""
+    zk = ZooKeeperBridge(zookeeper.connect_string)
+    await zk.start()
+    name = next(_names)
+    writer = KazooClient(hosts=zookeeper.connect_string)
+    await trio.to_thread.run_sync(lambda: writer.start(timeout=10))
+
+    async def until(condition) -> None:
+        with trio.fail_after(5):
+            while not condition():
+                await trio.sleep(0.01)
+    try:
+        async with trio.open_nursery() as nursery:
+            registry = TopicRegistry(zk)
+            await nursery.start(registry.run)
+            await trio.to_thread.run_sync(cli, zookeeper, "topics", "create", name, "--partitions", "2")
+            await until(lambda: registry.partitions.get(name) == 2)
+            assert (name, 0) not in registry.states
+            await trio.to_thread.run_sync(lambda: writer.create(
+                f"/brokers/topics/{name}/partitions/0/state",
+                json.dumps({"leader": 5, "leader_epoch": 3, "isr": [5, 6]}).encode(), makepath=True))
+            await until(lambda: (name, 0) in registry.states)
+            assert registry.states[(name, 0)] == PartitionState(5, (5, 6), 3)
+            await trio.to_thread.run_sync(lambda: writer.set(
+                f"/brokers/topics/{name}/partitions/0/state", json.dumps({"leader": 6, "isr": [6]}).encode()))
+            await until(lambda: registry.states[(name, 0)].leader == 6)
+
+            await trio.to_thread.run_sync(lambda: writer.create(
+                "/brokers/ids/5", json.dumps({"host": "b5", "port": 9092}).encode(), makepath=True))
+            await until(lambda: 5 in registry.brokers)
+            assert registry.brokers[5].host == "b5"
+            await trio.to_thread.run_sync(lambda: writer.delete("/brokers/ids/5"))
+            await until(lambda: 5 not in registry.brokers)
+
+            await trio.to_thread.run_sync(lambda: writer.delete(f"/brokers/topics/{name}", recursive=True))
+            await until(lambda: name not in registry.partitions and (name, 0) not in registry.states)
+            nursery.cancel_scope.cancel()
+    finally:
+        await trio.to_thread.run_sync(writer.stop)
+        writer.close()
         await zk.stop()

@@ -3,6 +3,7 @@
 ```
 /brokers/ids/<id>                                   Kafka's broker registry (read)
 /brokers/topics/<topic>                             Kafka's topic registry (read)
+/brokers/topics/<topic>/partitions/<p>/state        a partition's leader and ISR (read)
 /groupkeeper/config                                 cluster settings fixed at creation
 /groupkeeper/instances/<id>                         ephemeral: host, port, started
 /groupkeeper/partitions/<n>/owner                   ephemeral: instance and epoch
@@ -50,6 +51,10 @@ def escape(name: str) -> str:
 
 def unescape(node: str) -> str:
     return unquote(node)
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
 
 
 def config_path() -> str:

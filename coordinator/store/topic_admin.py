@@ -69,7 +69,7 @@ class RegistryAdmin:
     def leader(self, topic: str, partition: int) -> tuple[int, list[int]] | None:
         """(leader, ISR) where a broker has written the partition's state."""
         try:
-            data, _ = self.client.get(f"{layout.BROKER_TOPICS}/{topic}/partitions/{partition}/state")
+            data, _ = self.client.get(layout.partition_state_path(topic, partition))
         except NoNodeError:
             return None
         state = layout.decode(data)

@@ -1,0 +1,302 @@
+"""A small Kafka-protocol client for the `groups` commands, on our own codec.
+
+A CLI process asks a handful of questions and exits, so this is one blocking socket per
+node with a timeout on every connect and answer; versions are agreed with ApiVersions v0,
+which every server answers. Nothing here prints: a failure is an `AdminError` whose text is
+one line for the operator.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from protocol import DecodeError, ErrorCode, RequestHeader, decode_response, encode_request, error_name
+from protocol.framing import DEFAULT_MAX_FRAME
+from protocol.messages import build
+from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, LIST_GROUPS,
+                              LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH)
+from protocol.schema import Api
+
+from .handlers import INSTANCE_NODE_BASE
+
+E = ErrorCode
+TopicPartition = tuple[str, int]
+
+# The versions of each API this client's requests are written for; of these, the highest
+# the server also serves is used. ListGroups v4 is the first with the groups' states.
+SPEAKS: dict[int, tuple[int, int]] = {
+    METADATA.key: (1, 12), FIND_COORDINATOR.key: (0, 3), LIST_GROUPS.key: (0, 4),
+    DESCRIBE_GROUPS.key: (0, 5), OFFSET_FETCH.key: (2, 7), OFFSET_COMMIT.key: (2, 8),
+    DELETE_GROUPS.key: (0, 2), LIST_OFFSETS.key: (1, 11),
+}
+EARLIEST, LATEST = -2, -1  # ListOffsets timestamps: the log's start and its end
+_SIZE = struct.Struct(">i")
+
+
+class AdminError(Exception):
+    """A request that could not be done, phrased as one line for the operator."""
+
+
+class Unreachable(AdminError):
+    """A node that refused, did not answer in time, or answered what cannot be read."""
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    host: str
+    port: int
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise AdminError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def _retriable(code: int) -> bool:
+    try:
+        return ErrorCode(code).retriable
+    except ValueError:
+        return False
+
+
+class Connection:
+    """One node: requests answered one at a time, each within `timeout` seconds."""
+
+    def __init__(self, host: str, port: int, timeout: float):
+        self.address, self.timeout = f"{host}:{port}", timeout
+        self._correlation = 0
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise Unreachable(f"cannot reach {self.address}: {_reason(exc)}") from None
+        try:
+            answer = self._send(API_VERSIONS, 0, {})
+        except Unreachable:
+            self.sock.close()
+            raise
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+
+    def call(self, api: Api, body: dict[str, Any]) -> Any:
+        low, high = SPEAKS[api.key]
+        theirs_low, theirs_high = self.versions.get(api.key, (0, -1))
+        if max(low, theirs_low) > min(high, theirs_high):
+            raise Unreachable(f"{self.address} does not serve {api.name} v{low}-{high}")
+        return self._send(api, min(high, theirs_high), body)
+
+    def version(self, api: Api) -> int:
+        """The version `call` uses for `api` (for fields that exist only in some)."""
+        return min(SPEAKS[api.key][1], self.versions.get(api.key, (0, -1))[1])
+
+    def _send(self, api: Api, version: int, body: dict[str, Any]) -> Any:
+        self._correlation += 1
+        request = encode_request(RequestHeader(api.key, version, self._correlation, "groupkeeper-cli"),
+                                 build(api.request.struct, body))
+        try:
+            self.sock.sendall(request)
+            size, = _SIZE.unpack(self._read(4))
+            if not 0 <= size <= DEFAULT_MAX_FRAME:
+                raise DecodeError(f"a frame of {size} bytes")
+            correlation, answer = decode_response(api.key, version, self._read(size))
+        except TimeoutError:
+            raise Unreachable(f"{self.address} did not answer {api.name} within {self.timeout:g}s") from None
+        except OSError as exc:
+            raise Unreachable(f"lost the connection to {self.address}: {_reason(exc)}") from None
+        except DecodeError as exc:
+            raise Unreachable(f"{self.address} answered {api.name} with what cannot be read ({exc})") from None
+        if correlation != self._correlation:
+            raise Unreachable(f"{self.address} answered out of order")
+        return answer
+
+    def _read(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionResetError("the server closed the connection")
+            data += chunk
+        return bytes(data)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return (exc.strerror or str(exc) or type(exc).__name__).lower()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: dict[int, Node]
+    leaders: dict[TopicPartition, Node | None]  # None: no leader, or one not listed
+    unknown: list[str]  # asked-for topics that do not exist
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(p for t, p in self.leaders if t == topic)
+
+
+class GroupsAdmin:
+    """The questions the `groups` commands ask, against the coordinator and the brokers."""
+
+    def __init__(self, bootstrap: str, timeout: float):
+        self.timeout = timeout
+        self._connections: dict[tuple[str, int], Connection | Unreachable] = {}
+        self._bootstrap = parse_address(bootstrap)
+
+    @property
+    def bootstrap(self) -> Connection:
+        """Connected on first use, so that a command checks its arguments first."""
+        return self.connect(*self._bootstrap)
+
+    def __enter__(self) -> GroupsAdmin:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for connection in self._connections.values():
+            if isinstance(connection, Connection):
+                connection.close()
+
+    def connect(self, host: str, port: int) -> Connection:
+        """A connection to `host:port`, made once; a node that failed is not tried again."""
+        known = self._connections.get((host, port))
+        if known is None:
+            try:
+                known = Connection(host, port, self.timeout)
+            except Unreachable as exc:
+                known = exc
+            self._connections[(host, port)] = known
+        if isinstance(known, Unreachable):
+            raise known
+        return known
+
+    def _until_settled(self, attempt: Callable[[], tuple[int, Any]]) -> tuple[int, Any]:
+        """`attempt()` again while its error is retriable (a coordinator still loading, say),
+        for up to the timeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            error, value = attempt()
+            if not _retriable(error) or time.monotonic() >= deadline:
+                return error, value
+            time.sleep(0.1)
+
+    # -- cluster ----------------------------------------------------------------------------
+
+    def cluster(self, topics: list[str] | None) -> Cluster:
+        """Nodes, and the leader of every partition of `topics` (None: every topic)."""
+        answer = self.bootstrap.call(METADATA, {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": False})
+        nodes = {b.node_id: Node(b.node_id, b.host, b.port) for b in answer.brokers}
+        leaders, unknown = {}, []
+        for t in answer.topics:
+            if t.error_code == E.UNKNOWN_TOPIC_OR_PARTITION:
+                unknown.append(t.name)
+                continue
+            for p in t.partitions:
+                leaders[(t.name, p.partition_index)] = nodes.get(p.leader_id)
+        return Cluster(nodes, leaders, unknown)
+
+    def log_offsets(self, leaders: dict[TopicPartition, Node | None], timestamp: int) -> dict[TopicPartition, int]:
+        """ListOffsets for `timestamp` from each partition's leader: what the leaders that
+        could be reached answered without error (for a timestamp after the last record,
+        that is -1). Partitions without an answer are left out."""
+        by_leader: dict[Node, list[TopicPartition]] = {}
+        for tp, node in leaders.items():
+            if node is not None:
+                by_leader.setdefault(node, []).append(tp)
+        found = {}
+        for node, tps in by_leader.items():
+            try:
+                answer = self.connect(node.host, node.port).call(LIST_OFFSETS, {
+                    "replica_id": -1, "isolation_level": 0, "timeout_ms": int(self.timeout * 1000),
+                    "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": timestamp}
+                                                              for t, p in tps if t == topic]}
+                               for topic in sorted({t for t, _ in tps})]})
+            except Unreachable:
+                continue
+            found.update({(t.name, p.partition_index): p.offset for t in answer.topics for p in t.partitions
+                          if p.error_code == E.NONE and (t.name, p.partition_index) in leaders})
+        return found
+
+    # -- groups -----------------------------------------------------------------------------
+
+    def coordinator(self, group: str) -> Node:
+        def find():
+            answer = self.bootstrap.call(FIND_COORDINATOR, {"key": group, "key_type": 0})
+            return answer.error_code, Node(answer.node_id, answer.host, answer.port)
+        error, node = self._until_settled(find)
+        if error != E.NONE:
+            raise AdminError(f"the coordinator of group {group!r} is not available ({error_name(error)})")
+        return node
+
+    def _at_coordinator(self, group: str) -> tuple[Node, Connection]:
+        node = self.coordinator(group)
+        return node, self.connect(node.host, node.port)
+
+    def list_groups(self) -> list[tuple[str, str, str | None]]:
+        """(group, protocol type, state or None when the coordinator does not say) of the
+        groups of every coordinator instance in Metadata (brokers coordinate none of them)."""
+        instances = [n for n in self.cluster([]).nodes.values() if n.id >= INSTANCE_NODE_BASE]
+        listed = {}
+        for node in instances:
+            connection = self.connect(node.host, node.port)
+            error, answer = self._until_settled(lambda: _with_error(connection.call(LIST_GROUPS, {})))
+            if error != E.NONE:
+                raise AdminError(f"listing the groups of {connection.address} failed: {error_name(error)}")
+            states = connection.version(LIST_GROUPS) >= 4
+            for g in answer.groups:
+                listed[g.group_id] = (g.group_id, g.protocol_type, g.group_state if states else None)
+        return sorted(listed.values())
+
+    def describe(self, group: str) -> tuple[Node, Any]:
+        """The coordinator and DescribeGroups' answer for `group` (state "Dead" when unknown)."""
+        node, connection = self._at_coordinator(group)
+
+        def describe():
+            described = connection.call(DESCRIBE_GROUPS, {"groups": [group]}).groups[0]
+            return described.error_code, described
+        error, described = self._until_settled(describe)
+        if error != E.NONE:
+            raise AdminError(f"describing group {group!r} failed: {error_name(error)}")
+        return node, described
+
+    def committed(self, group: str) -> dict[TopicPartition, int]:
+        """Every committed offset of `group`."""
+        _, connection = self._at_coordinator(group)
+        error, answer = self._until_settled(lambda: _with_error(
+            connection.call(OFFSET_FETCH, {"group_id": group, "topics": None})))
+        if error != E.NONE:
+            raise AdminError(f"fetching the offsets of group {group!r} failed: {error_name(error)}")
+        return {(t.name, p.partition_index): p.committed_offset for t in answer.topics for p in t.partitions
+                if p.error_code == E.NONE and p.committed_offset >= 0}
+
+    def commit(self, group: str, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Commit as an admin (no member, generation -1), which a coordinator accepts only
+        while the group has no members; the error code of each partition."""
+        _, connection = self._at_coordinator(group)
+        topics = sorted({t for t, _ in offsets})
+        answer = connection.call(OFFSET_COMMIT, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_metadata": ""}
+                for (t, p), o in sorted(offsets.items()) if t == topic]} for topic in topics]})
+        return {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
+
+    def delete(self, group: str) -> int:
+        """DeleteGroups' error code for `group`."""
+        _, connection = self._at_coordinator(group)
+        error, _ = self._until_settled(lambda: (
+            connection.call(DELETE_GROUPS, {"groups_names": [group]}).results[0].error_code, None))
+        return error
+
+
+def _with_error(answer: Any) -> tuple[int, Any]:
+    return answer.error_code, answer
