@@ -9,6 +9,7 @@ import time
 
 from confluent_kafka import Consumer as CKConsumer
 from kafka import KafkaConsumer
+from kafka.errors import CommitFailedError, RebalanceInProgressError
 
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.consumer import decode_assignment, encode_subscription
@@ -72,6 +73,19 @@ class CK:
 
     def poll(self):
         self.consumer.poll(0.1)
+
+
+def kp_commit(consumer: KafkaConsumer, offsets: dict, timeout: float = 30.0) -> None:
+    """Commit as an application would: a rebalance under way (the member rejoins when its
+    own metadata snapshot changes) is finished by polling, then the commit is retried."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            consumer.commit(offsets)
+            return
+        except (RebalanceInProgressError, CommitFailedError):
+            assert time.monotonic() < deadline, "no commit accepted in time"
+            consumer.poll(timeout_ms=100)
 
 
 def kp_assigned(consumer: KafkaConsumer) -> set[tuple[str, int]]:

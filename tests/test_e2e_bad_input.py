@@ -15,7 +15,7 @@ from kafka.structs import OffsetAndMetadata
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build
 from protocol.schemas import API_VERSIONS, OFFSET_COMMIT
-from tests.clients import kp_consumer
+from tests.clients import kp_commit, kp_consumer
 from tests.coordinator_process import CoordinatorProcess
 
 TOPIC, PARTITIONS, GROUP = "payments", 4, "steady"
@@ -37,7 +37,7 @@ def served(zookeeper, tmp_path_factory):
         while len(consumer.assignment()) < PARTITIONS:
             assert time.monotonic() < deadline, "the consumer got no assignment"
             consumer.poll(timeout_ms=100)
-        consumer.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in COMMITTED.items()})
+        kp_commit(consumer, {TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in COMMITTED.items()})
         yield process, consumer
         # whatever came before, the member was never dropped, it is in the group's current
         # generation with every partition, and nothing committed was lost

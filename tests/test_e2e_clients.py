@@ -17,7 +17,7 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.clients import CK, kp_assigned, kp_consumer, poll_until
+from tests.clients import CK, kp_assigned, kp_commit, kp_consumer, poll_until
 from tests.coordinator_process import CoordinatorProcess
 
 TOPIC, PARTITIONS = "orders", 6
@@ -44,7 +44,7 @@ def test_mixed_group_then_clean_leave_then_offsets_read_back(groupkeeper):
         kp = kp_consumer(groupkeeper.bootstrap, "mixed", TOPIC)
         poll_until(lambda: kp_assigned(kp) and ck.assigned and kp_assigned(kp) | ck.assigned == ALL
                    and not kp_assigned(kp) & ck.assigned, kp, ck)
-        kp.commit({TopicPartition(t, p): OffsetAndMetadata(100 + p, "kp", -1) for t, p in kp_assigned(kp)})
+        kp_commit(kp, {TopicPartition(t, p): OffsetAndMetadata(100 + p, "kp", -1) for t, p in kp_assigned(kp)})
         ck.consumer.commit(offsets=[CKPartition(t, p, 200 + p) for t, p in ck.assigned], asynchronous=False)
         mine = kp_assigned(kp)
         kp.close()  # a clean leave: its partitions move to the other member
@@ -184,7 +184,7 @@ def test_admin_clients_delete_only_empty_groups(groupkeeper):
     ck_admin = AdminClient({"bootstrap.servers": groupkeeper.bootstrap})
     try:
         poll_until(lambda: kp_assigned(kp) == ALL, kp)
-        kp.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(5, "", -1) for p in range(PARTITIONS)})
+        kp_commit(kp, {TopicPartition(TOPIC, p): OffsetAndMetadata(5, "", -1) for p in range(PARTITIONS)})
         with pytest.raises(KafkaException) as refused:
             ck_admin.delete_consumer_groups(["doomed"])["doomed"].result(timeout=30)
         assert refused.value.args[0].code() == KafkaError.NON_EMPTY_GROUP

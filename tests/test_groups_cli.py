@@ -18,7 +18,7 @@ from coordinator.cli import main
 from coordinator.handlers import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
 from protocol.schemas import LIST_OFFSETS, METADATA
-from tests.clients import CK, RawConnection, RawMember, kp_assigned, kp_consumer, poll_until
+from tests.clients import CK, RawConnection, RawMember, kp_assigned, kp_commit, kp_consumer, poll_until
 from tests.coordinator_process import CoordinatorProcess
 from tests.standin_broker import Log, StandInBroker
 
@@ -83,7 +83,7 @@ def test_list_and_describe_a_group_of_real_consumers(groupkeeper):
         kp = kp_consumer(bootstrap, "watchers", topic, client_id="kp-watch")
         poll_until(lambda: kp_assigned(kp) and ck.assigned and kp_assigned(kp) | ck.assigned == everything
                    and not kp_assigned(kp) & ck.assigned, kp, ck)
-        kp.commit({TopicPartition(t, p): OffsetAndMetadata(10 + p, "", -1) for t, p in kp_assigned(kp)})
+        kp_commit(kp, {TopicPartition(t, p): OffsetAndMetadata(10 + p, "", -1) for t, p in kp_assigned(kp)})
         ck.consumer.commit(offsets=[CKPartition(t, p, 20 + p) for t, p in ck.assigned], asynchronous=False)
         expected = {p: 10 + p if (topic, p) in kp_assigned(kp) else 20 + p for p in range(4)}
 
