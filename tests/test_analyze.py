@@ -207,3 +207,19 @@ def test_a_missing_events_directory_is_one_line(tmp_path):
                                        "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert result.output.strip() == f"Error: {tmp_path / 'nowhere'}: not a directory of event files"
+
+
+def test_a_generated_log_agrees_with_a_plain_python_pass(spark, tmp_path):
+    """The same answers as an independent single pass over the files (the benchmark's
+    reference), on a generated log with compressed files from three instances."""
+    from coordinator.bench.analyze import reference_tables
+    from coordinator.events_generate import Options, generate
+
+    generate(tmp_path / "log", Options(groups=12, hours=1.0, seed=5, file_bytes=1 << 20, compress=True))
+    events = read_events(spark, [str(tmp_path / "log")])
+    count, latest, rebalances = reference_tables(str(tmp_path / "log"))
+    assert events.count() == count
+    assert {(r["group"], r["topic"], r["partition"]): r["offset"]
+            for r in tables.offsets_latest(events).collect()} == {key: offset for key, (_, offset) in latest.items()}
+    assert {r["group"]: r["rebalances"] for r in tables.groups(events).collect() if r["rebalances"]} == rebalances
+    assert len(latest) > 50 and sum(rebalances.values()) > 12  # the log has something to agree on

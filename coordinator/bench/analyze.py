@@ -55,8 +55,14 @@ def measure(command: list[str]) -> dict:
 
 
 def reference(directory: str) -> str:
-    """In a child process: the latest offset per partition and rebalances per group, one
-    pass over every event file, in plain Python."""
+    """In a child process: the reference's answers, summed up in one line."""
+    events, latest, rebalances = reference_tables(directory)
+    return f"events: {events:,}, offsets_latest: {len(latest):,}, groups with rebalances: {len(rebalances):,}"
+
+
+def reference_tables(directory: str) -> tuple[int, dict[tuple, tuple], dict[str, int]]:
+    """Events read; (group, topic, partition) -> (ts, latest offset); group -> rebalances:
+    one pass over every event file, in plain Python."""
     latest: dict[tuple, tuple] = {}
     rebalances: dict[str, int] = {}
     events = 0
@@ -76,7 +82,7 @@ def reference(directory: str) -> str:
                             latest[key] = (event["ts"], o["offset"])
                 elif event["type"] == "rebalance_completed":
                     rebalances[event["group"]] = rebalances.get(event["group"], 0) + 1
-    return f"events: {events:,}, offsets_latest: {len(latest):,}, groups with rebalances: {len(rebalances):,}"
+    return events, latest, rebalances
 
 
 def run(events: str, out: str, master: str) -> list[dict]:
