@@ -49,6 +49,7 @@ from functools import lru_cache
 from operator import itemgetter
 from pathlib import Path
 
+from .assignors import BUILT_IN, MemberSubscription
 from .events import SCHEMA_VERSION, timestamp
 from .ownership import DEFAULT_GROUP_PARTITIONS, partition_for
 
@@ -497,11 +498,8 @@ class _Group:
             return
         before, members_before = self.prev
         owners = self._assign()
-        if self.strategy == "cooperative-sticky":  # moving partitions are revoked first
-            held = self._held()
-            revoked = {tp for tp, owner in owners.items() if held.get(tp, owner) != owner}
-            if revoked:
-                owners = {tp: owner for tp, owner in owners.items() if tp not in revoked}
+        if any(owners.get(tp) != owner for tp, owner in self._held().items()):
+            if self.strategy == "cooperative-sticky":  # the holders revoke, then rejoin
                 self._at(ms + self.rng.randrange(20, 300), self._rejoin, REVOKE_REASON)
         moved = sum(1 for tp, owner in before.items() if owners.get(tp) != owner)
         strategy = _q(self.strategy) if self.members else "null"
@@ -519,24 +517,17 @@ class _Group:
             self.members[owners[tp]].offsets.append(partinfo[tp])
 
     def _assign(self) -> dict[tuple[str, int], str]:
-        """The new generation's owners, by the group's strategy (Kafka's, simplified)."""
-        ids = sorted(self.members)
-        if not ids:
-            return {}
-        tps = self._tps()
-        if self.strategy == "range":
-            owners = {}
-            for topic in sorted(self.topics):
-                count = self.topics[topic]
-                share, extra = divmod(count, len(ids))
-                for i, member in enumerate(ids):
-                    first = i * share + min(i, extra)
-                    for p in range(first, first + share + (i < extra)):
-                        owners[topic, p] = member
-            return owners
-        if self.strategy == "roundrobin":
-            return {tp: ids[i % len(ids)] for i, tp in enumerate(tps)}
-        return _sticky(tps, ids, self._held())
+        """The new generation's owners: the coordinator's own strategy, given what members hold
+        (cooperative-sticky leaves out what another member must revoke first)."""
+        owned: dict[str, dict[str, list[int]]] = {}
+        for (topic, p), owner in self._held().items():
+            owned.setdefault(owner, {}).setdefault(topic, []).append(p)
+        topics = tuple(sorted(self.topics))
+        members = [MemberSubscription(member_id, topics, m.instance_id, owned.get(member_id, {}))
+                   for member_id, m in self.members.items()]
+        planned = BUILT_IN[self.strategy].assign(members, dict(self.topics)).partitions
+        return {(topic, p): member_id for member_id, assigned in planned.items()
+                for topic, ps in assigned.items() for p in ps}
 
     def _takeover(self, ms: int, _) -> None:
         """Another instance serves the group from now on: it knows no previous generation,
@@ -626,28 +617,6 @@ class _Group:
         for i, m in enumerate(self._live()):
             self._at(ms + i * spacing, self._join, self._identity(False))
             self._at(ms + i * spacing + spacing // 2, self._leave, m)
-
-
-def _sticky(tps: list, ids: list[str], held: dict) -> dict:
-    """Balanced (counts differ by at most one), keeping as many partitions where they are
-    as balance allows: the sticky and cooperative-sticky assignors' aim."""
-    quota = -(-len(tps) // len(ids))
-    owned: dict[str, list] = {member: [] for member in ids}
-    free = []
-    for tp in tps:
-        owner = held.get(tp)
-        if owner in owned and len(owned[owner]) < quota:
-            owned[owner].append(tp)
-        else:
-            free.append(tp)
-    for tp in free:
-        owned[min(ids, key=lambda member: len(owned[member]))].append(tp)
-    while True:
-        most = max(ids, key=lambda member: len(owned[member]))
-        least = min(ids, key=lambda member: len(owned[member]))
-        if len(owned[most]) - len(owned[least]) <= 1:
-            return {tp: member for member in ids for tp in owned[member]}
-        owned[least].append(owned[most].pop())
 
 
 class _Files:
