@@ -21,6 +21,7 @@ from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND
                               LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH)
 from protocol.schema import Api
 
+from . import config
 from .handlers import INSTANCE_NODE_BASE
 
 E = ErrorCode
@@ -53,10 +54,14 @@ class Node:
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    """A server to connect to: config's HOST:PORT, with a port that can be connected to."""
+    try:
+        host, port = config.parse_address(text)
+    except ValueError as exc:
+        raise AdminError(str(exc)) from None
+    if not 0 < port < 65536:
         raise AdminError(f"{text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
+    return host, port
 
 
 def _retriable(code: int) -> bool:

@@ -221,6 +221,12 @@ def assign(strategy: str, source, config_path: str | None) -> None:
         raise click.ClickException(f"strategy {strategy!r} {exc}") from None
 
 
+def _require_event_dirs(directories: list[str]) -> None:
+    for directory in directories:
+        if not Path(directory).is_dir():
+            raise click.ClickException(f"{directory}: not a directory of event files")
+
+
 @main.command()
 @click.option("--events", "first", required=True, metavar="DIR",
               help="A directory of event files (*.jsonl, *.jsonl.gz); more may follow it.")
@@ -230,9 +236,7 @@ def assign(strategy: str, source, config_path: str | None) -> None:
 def analyze(first: str, more: tuple[str, ...], out: str, master: str) -> None:
     """Rebalances, groups, members, commit rates and latest offsets from event logs (PySpark)."""
     directories = [first, *more]
-    for directory in directories:
-        if not Path(directory).is_dir():
-            raise click.ClickException(f"{directory}: not a directory of event files")
+    _require_event_dirs(directories)
     try:
         from .analyze import job
         from pyspark.errors import PySparkException
@@ -339,8 +343,7 @@ def bench_assign(as_json: bool, reference_limit: float, reference_memory: float,
 def bench_analyze(events: str, out: str, master: str, as_json: bool) -> None:
     """`groupkeeper analyze` on an event log: time and peak memory, beside plain Python."""
     from .bench import analyze as bench
-    if not Path(events).is_dir():
-        raise click.ClickException(f"{events}: not a directory of event files")
+    _require_event_dirs([events])
     try:
         results = bench.run(events, out, master)
     except RuntimeError as exc:

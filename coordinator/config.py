@@ -44,6 +44,14 @@ KEYS: dict[str, tuple[type, Any]] = {
 }
 
 
+def parse_address(text: str) -> tuple[str, int]:
+    """HOST:PORT (IPv6 hosts in brackets) as (host, port); ValueError says what is wrong."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
 def load_config(path: str | None) -> dict[str, Any]:
     config = {key: default for key, (_, default) in KEYS.items()}
     if path is None:

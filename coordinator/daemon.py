@@ -17,6 +17,7 @@ from kazoo.exceptions import NodeExistsError
 from . import logs, metrics, systemd
 from .assignors import Assignor
 from .assignors.registry import AssignorError, load_assignors
+from .config import parse_address
 from .events import DISCARD, EventLog
 from .groups.group import GroupConfig
 from .handlers import INSTANCE_NODE_BASE, Handlers, Node
@@ -137,8 +138,7 @@ async def _notify_ready(scope: trio.CancelScope, coordinator: Coordinator, statu
     registered) before this starts; loading adds little (tens of ms for 50 empty
     group-partitions, more with many groups and offsets: mind TimeoutStartSec)."""
     with scope:
-        for owned in list(coordinator.owned.values()):
-            await owned.loaded.wait()
+        await coordinator.all_loaded()
         systemd.notify("READY=1", f"STATUS={status}, {len(coordinator.owned)} group-partitions loaded")
 
 
@@ -150,10 +150,10 @@ async def _listen(nursery: trio.Nursery, serve, host: str, port: int) -> int:
 
 
 def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise StartupError(f"{text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_address(text)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
 
 
 def _group_config(config: dict[str, Any]) -> GroupConfig:

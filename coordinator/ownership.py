@@ -118,10 +118,14 @@ class Coordinator:
             await nursery.start(owned.groups.run)
             owned.loaded.set()
 
+    async def all_loaded(self) -> None:
+        """Return once every group-partition taken at start-up is loaded and served."""
+        for owned in list(self.owned.values()):
+            await owned.loaded.wait()
+
     async def _report_loaded(self) -> None:
         started = trio.current_time()
-        for owned in self.owned.values():
-            await owned.loaded.wait()
+        await self.all_loaded()
         self.log.info("group-partitions loaded", count=len(self.owned), groups=len(self.all_groups()),
                       duration_s=round(trio.current_time() - started, 3))
 
