@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -29,17 +30,27 @@ def test_the_fixture_server_answers_and_stores(zookeeper):
 def test_data_survives_a_crash_and_restart(tmp_path):
     server = ZooKeeperServer(tmp_path, free_port(), tick_ms=200)
     server.start()
+    try:
+        with _client(server) as client:
+            client.create("/durable", b"committed")
+        server.kill()
+        server.start()
+        # a new session: the old one may expire while the server restarts (4 s at this tick)
+        with _client(server) as client:
+            assert client.get("/durable")[0] == b"committed"
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def _client(server: ZooKeeperServer):
     client = KazooClient(hosts=server.connect_string)
     try:
         client.start(timeout=10)
-        client.create("/durable", b"committed")
-        server.kill()
-        server.start()
-        assert client.get("/durable")[0] == b"committed"  # kazoo reconnects by itself
+        yield client
     finally:
         client.stop()
         client.close()
-        server.stop()
 
 
 def test_cli_runs_in_foreground_and_stops_on_sigterm(tmp_path):
