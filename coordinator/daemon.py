@@ -4,15 +4,11 @@ in the instance registry, and an orderly shutdown on SIGINT or SIGTERM."""
 from __future__ import annotations
 
 import gc
-import os
 import signal
-import socket
-import time
 from pathlib import Path
 from typing import Any
 
 import trio
-from kazoo.exceptions import NodeExistsError
 
 from . import logs, metrics, systemd
 from .assignors import Assignor
@@ -20,8 +16,9 @@ from .assignors.registry import AssignorError, load_assignors
 from .config import parse_address
 from .events import DISCARD, EventLog
 from .groups.group import GroupConfig
-from .handlers import INSTANCE_NODE_BASE, Handlers, Node
-from .ownership import Coordinator
+from .cluster.membership import AlreadyRegistered, Instance, Membership
+from .cluster.ownership import Coordinator
+from .handlers import Handlers
 from .server import Limits, Server
 from .store import layout
 from .store.bridge import ZooKeeperBridge
@@ -57,23 +54,27 @@ async def run(config: dict[str, Any]) -> None:
 
 
 async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assignor], log) -> None:
+    host, port = _address(config["listen"])
+    adv_host, adv_port = _address(config["advertised_listener"] or config["listen"])
+    try:  # bound before joining the cluster: a port in use stops start-up before anything moves here
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    bound = listeners[0].socket.getsockname()[1]
     zk = ZooKeeperBridge(hosts, config["zk_session_timeout"])
     try:  # not connected within one session timeout: give up
         await zk.start(timeout=config["zk_session_timeout"])
     except (trio.TooSlowError, ConnectionError):
         raise StartupError(f"cannot connect to ZooKeeper at {hosts}") from None
     try:
-        instance = layout.instance_path(config["instance_id"])
+        membership = Membership(zk, Instance(config["instance_id"], adv_host, adv_port or bound))
         try:
-            await zk.create(instance, layout.encode({
-                "host": socket.gethostname(), "listen": config["listen"], "pid": os.getpid(),
-                "started": int(time.time() * 1000)}), ephemeral=True, makepath=True)
-        except NodeExistsError:
-            raise StartupError(f"instance id {config['instance_id']} is already registered in "
-                               f"ZooKeeper ({instance}): is another instance running with it?") from None
+            await membership.register()
+        except AlreadyRegistered as exc:
+            raise StartupError(str(exc)) from None
         # the event log outlives the coordinator's tasks, so that the last events are written
         async with trio.open_nursery() as events_nursery, trio.open_nursery() as nursery:
-            guard = SessionGuard(zk, config["zk_session_timeout"])
+            guard = SessionGuard(zk)
             await nursery.start(guard.run)
             registry = TopicRegistry(zk)
             await nursery.start(registry.run)
@@ -83,28 +84,24 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                                   max_bytes=config["events_max_bytes"], max_age=config["events_max_age"],
                                   compress=config["events_compress"], queue_limit=config["events_queue_limit"])
                 await events_nursery.start(events.run)
-            coordinator = Coordinator(zk, guard, registry, config["instance_id"], _group_config(config),
-                                      assignors, config["strict_assignment"], events)
-            guard.on_fenced = coordinator.fenced
+            coordinator = Coordinator(zk, guard, registry, membership, _group_config(config), assignors,
+                                      config["strict_assignment"], events)
+            guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
             await nursery.start(coordinator.run)
-            host, port = _address(config["listen"])
-            advertised = config["advertised_listener"] or config["listen"]
-            adv_host, adv_port = _address(advertised)
-            server = Server(Handlers(coordinator, registry, Node(
-                INSTANCE_NODE_BASE + config["instance_id"], adv_host, adv_port or port)), Limits(
-                config["max_request_bytes"], config["max_connections"],
-                config["connections_max_idle_ms"] / 1000))
-            bound = await _listen(nursery, server.serve, host, port)
+            server = Server(Handlers(coordinator, registry), Limits(
+                config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000))
+            await nursery.start(server.serve, listeners)
             if config["metrics_listen"]:
                 metrics.REGISTRY.register(metrics.GroupsCollector(
                     lambda: ((gid, state, members) for gid, _, state, members in coordinator.all_groups()),
                     lambda: len(coordinator.owned), lambda: coordinator.group_partitions,
-                    config["metrics_group_series"]))
+                    lambda: len(membership.live), config["metrics_group_series"]))
                 m_host, m_port = _address(config["metrics_listen"])
                 m_bound = await _listen(nursery, metrics.serve_metrics, m_host, m_port)
                 log.info("metrics endpoint", url=f"http://{m_host}:{m_bound}/metrics")
-            log.info("instance registered", zookeeper=hosts, path=instance)
-            log.info("listening", host=host, port=bound, advertised=advertised)
+            log.info("instance registered", zookeeper=hosts, path=layout.instance_path(config["instance_id"]),
+                     session_timeout_s=round(zk.session_timeout, 3))
+            log.info("listening", host=host, port=bound, advertised=f"{adv_host}:{adv_port or bound}")
             gc.freeze()  # long-lived start-up objects leave the collector's full scans
             # start_soon: the task first runs at the next checkpoint, inside the signal receiver
             # below, so by the time systemd hears READY=1, SIGTERM already means an orderly stop
@@ -116,27 +113,35 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                     break
             ready.cancel()  # stopping before every partition loaded: never READY=1 after STOPPING=1
             systemd.notify("STOPPING=1", f"STATUS=stopping ({signal.Signals(signum).name})")
+            started = trio.current_time()
+            await coordinator.hand_over(config["shutdown_grace"])
+            log.info("group-partitions handed over", duration_s=round(trio.current_time() - started, 3),
+                     left=len(coordinator.owned))
             server.shutdown(config["shutdown_grace"])
             with trio.move_on_after(config["shutdown_grace"] + 1):
                 await server.stopped.wait()
-            await coordinator.release_all()
             nursery.cancel_scope.cancel()
             events_nursery.cancel_scope.cancel()
-        await zk.delete(instance)
+        await membership.deregister()
         log.info("instance deregistered")
     finally:
         await zk.stop()
+        for listener in listeners:  # if the server never took them
+            listener.socket.close()
 
 
 async def _notify_ready(scope: trio.CancelScope, coordinator: Coordinator, status: str) -> None:
-    """READY=1 to systemd (if it started us) once every owned group-partition is loaded.
+    """READY=1 to systemd (if it started us) once every group-partition placed on this
+    instance is taken and loaded.
 
     Not at the listener's bind: until its partition is loaded a group answers
     COORDINATOR_LOAD_IN_PROGRESS, so an instance still loading cannot serve its groups yet,
     and `systemctl start`/`restart` (and a rolling restart waiting on it) should wait for
     the moment it can. The listener is bound and ZooKeeper connected (the instance is
-    registered) before this starts; loading adds little (tens of ms for 50 empty
-    group-partitions, more with many groups and offsets: mind TimeoutStartSec)."""
+    registered) before this starts; taking and loading add little (the others hand their
+    share over at once; tens of ms for 50 empty group-partitions, more with many groups and
+    offsets: mind TimeoutStartSec). A previous run of this instance killed without a chance
+    to release holds its group-partitions until its session expires."""
     with scope:
         await coordinator.all_loaded()
         systemd.notify("READY=1", f"STATUS={status}, {len(coordinator.owned)} group-partitions loaded")

@@ -51,7 +51,7 @@ from pathlib import Path
 
 from .assignors import BUILT_IN, MemberSubscription
 from .events import SCHEMA_VERSION, timestamp
-from .ownership import DEFAULT_GROUP_PARTITIONS, partition_for
+from .cluster.placement import DEFAULT_GROUP_PARTITIONS, partition_for
 
 MAX_GROUPS = 1_000_000
 MAX_HOURS = 24 * 366
@@ -218,7 +218,8 @@ class _Fleet:
         epochs = [rng.randint(1, 40) for _ in range(DEFAULT_GROUP_PARTITIONS)]
         self.owner = [p % k for p in range(DEFAULT_GROUP_PARTITIONS)]
         self.handover: dict[int, tuple[int, int]] = {}
-        events = [(self.start_ms, owner, f'"type":"ownership_gained","group":null,"partition":{p},"epoch":{epochs[p]}')
+        events = [(self.start_ms, owner, f'"type":"ownership_gained","group":null,"partition":{p},'
+                                         f'"epoch":{epochs[p]},"reason":"handover"')
                   for p, owner in enumerate(self.owner)]
         if k > 1:
             restarted = rng.randrange(k)
@@ -228,9 +229,11 @@ class _Fleet:
                 if self.owner[p] == restarted:
                     self.handover[p] = (when, others[p % len(others)])
                     events.append((when, restarted, f'"type":"ownership_lost","group":null,"partition":{p},'
-                                                    f'"epoch":{epochs[p]},"reason":"released"'))
+                                                    f'"epoch":{epochs[p]},"reason":"shutdown"'))
+                    # the release moves the epoch on once, the acquisition once more
                     events.append((when, others[p % len(others)], f'"type":"ownership_gained","group":null,'
-                                                                  f'"partition":{p},"epoch":{epochs[p] + 1}'))
+                                                                  f'"partition":{p},"epoch":{epochs[p] + 2},'
+                                                                  '"reason":"handover"'))
         return [(ts, n, f'{{"v":{SCHEMA_VERSION},"ts":"{_ts(ts)}","instance":{n},{body}}}\n')
                 for ts, n, body in sorted(events, key=itemgetter(0))]
 

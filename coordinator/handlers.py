@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from protocol import ErrorCode, messages as m
 from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
@@ -13,7 +12,8 @@ from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND
 from . import metrics
 from .errors import store_error_code
 from .groups.state import GroupState
-from .ownership import Coordinator, Owned
+from .cluster.membership import Instance
+from .cluster.ownership import Coordinator, Owned
 from .store.fence import NotOwner, StoreError, StoreUnavailable
 from .store.registry import TopicRegistry
 
@@ -31,11 +31,8 @@ INSTANCE_NODE_BASE = 1_000_000_000  # coordinator node ids: never a broker's
 CLUSTER_ID = "groupkeeper"
 
 
-@dataclass(frozen=True)
-class Node:
-    node_id: int
-    host: str
-    port: int
+def node_id(instance: Instance) -> int:
+    return INSTANCE_NODE_BASE + instance.id
 
 
 def api_versions_response(error: ErrorCode = E.NONE) -> m.ApiVersionsResponse:
@@ -44,10 +41,9 @@ def api_versions_response(error: ErrorCode = E.NONE) -> m.ApiVersionsResponse:
 
 
 class Handlers:
-    def __init__(self, coordinator: Coordinator, registry: TopicRegistry, node: Node):
+    def __init__(self, coordinator: Coordinator, registry: TopicRegistry):
         self.coordinator = coordinator
         self.registry = registry
-        self.node = node
         self.table = {
             API_VERSIONS.key: self.api_versions, METADATA.key: self.metadata,
             FIND_COORDINATOR.key: self.find_coordinator, JOIN_GROUP.key: self.join_group,
@@ -72,13 +68,16 @@ class Handlers:
         return api_versions_response()
 
     async def metadata(self, header, request, client_host):
-        """Brokers and leaders from Kafka's registry, and this instance as one more node (its
-        id is never a broker's); a partition whose leader is unknown or not live has none."""
+        """Brokers and leaders from Kafka's registry, and every live coordinator instance as one
+        more node (ids never a broker's), so a client may bootstrap from any of them; a
+        partition whose leader is unknown or not live has none."""
         live = self.registry.brokers
         brokers = [m.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
                    for _, b in sorted(live.items())]
-        brokers.append(m.MetadataResponseBroker(node_id=self.node.node_id, host=self.node.host,
-                                                port=self.node.port))
+        membership = self.coordinator.membership
+        instances = {membership.me.id: membership.me, **membership.live}  # itself, even unregistered
+        brokers += [m.MetadataResponseBroker(node_id=node_id(i), host=i.host, port=i.port)
+                    for _, i in sorted(instances.items())]
         known = self.registry.partitions
         if request.topics is None or (header.api_version == 0 and not request.topics):
             names = sorted(known)
@@ -93,7 +92,7 @@ class Handlers:
             topics.append(m.MetadataResponseTopic(error_code=E.NONE, name=name, partitions=[
                 self._partition(name, p, live) for p in range(count)]))
         return m.MetadataResponse(brokers=brokers, cluster_id=CLUSTER_ID,
-                                  controller_id=self.node.node_id, topics=topics)
+                                  controller_id=node_id(instances[min(instances)]), topics=topics)
 
     def _partition(self, topic: str, p: int, live) -> m.MetadataResponsePartition:
         state = self.registry.states.get((topic, p))
@@ -106,28 +105,29 @@ class Handlers:
             offline_replicas=[r for r in replicas if r not in live])
 
     async def find_coordinator(self, header, request, client_host):
+        """The instance each group is placed on, from any instance (the seeds' ConsumerMetadata)."""
         if header.api_version < 4:
-            key_type = request.key_type
-            error = self._coordinator_error(request.key, key_type)
-            if error != E.NONE:
-                return m.FindCoordinatorResponse(error_code=error, error_message=error.name,
+            found = self._coordinator(request.key, request.key_type)
+            if isinstance(found, ErrorCode):
+                return m.FindCoordinatorResponse(error_code=found, error_message=found.name,
                                                  node_id=-1, host="", port=-1)
-            return m.FindCoordinatorResponse(error_code=E.NONE, node_id=self.node.node_id,
-                                             host=self.node.host, port=self.node.port)
+            return m.FindCoordinatorResponse(error_code=E.NONE, node_id=node_id(found),
+                                             host=found.host, port=found.port)
         coordinators = []
         for key in request.coordinator_keys:
-            error = self._coordinator_error(key, request.key_type)
-            coordinators.append(m.Coordinator(
-                key=key, node_id=self.node.node_id if error == E.NONE else -1,
-                host=self.node.host if error == E.NONE else "", port=self.node.port if error == E.NONE else -1,
-                error_code=error, error_message=None if error == E.NONE else error.name))
+            found = self._coordinator(key, request.key_type)
+            if isinstance(found, ErrorCode):
+                coordinators.append(m.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=found,
+                                                  error_message=found.name))
+            else:
+                coordinators.append(m.Coordinator(key=key, node_id=node_id(found), host=found.host,
+                                                  port=found.port, error_code=E.NONE))
         return m.FindCoordinatorResponse(coordinators=coordinators)
 
-    def _coordinator_error(self, key: str, key_type: int) -> ErrorCode:
+    def _coordinator(self, key: str, key_type: int) -> Instance | ErrorCode:
         if key_type != 0:  # transactions and share groups are not ours
             return E.INVALID_REQUEST
-        route = self.coordinator.route(key)
-        return E.COORDINATOR_NOT_AVAILABLE if route == E.NOT_COORDINATOR else E.NONE
+        return self.coordinator.coordinator_of(key)
 
     # -- membership -----------------------------------------------------------------------
 

@@ -73,6 +73,20 @@ ZOOKEEPER_CONNECTED = Gauge("groupkeeper_zookeeper_connected",
 GROUP_LOAD_SECONDS = Histogram("groupkeeper_group_load_duration_seconds",
                                "Loading one group-partition (its groups and offsets) after taking it.",
                                buckets=_SECONDS, registry=REGISTRY)
+PARTITIONS_GAINED = Counter(
+    "groupkeeper_group_partitions_gained_total",
+    "Group-partitions this instance took, by how: new (never owned), handover (released by a live "
+    "owner), failover (its owner's session ended), recovered (this instance's own, after its session "
+    "was lost).", ["reason"], registry=REGISTRY)
+PARTITIONS_LOST = Counter(
+    "groupkeeper_group_partitions_lost_total",
+    "Group-partitions this instance gave up, by why: handover (placed on another instance), shutdown, "
+    "session lost.", ["reason"], registry=REGISTRY)
+TAKEOVER_SECONDS = Histogram(
+    "groupkeeper_group_partition_takeover_seconds",
+    "A group-partition taken over: from its previous owner stopping to serve it (handover) or its "
+    "owner's session being seen to end (failover) to its being served here.", ["reason"],
+    buckets=_LATENCY, registry=REGISTRY)
 EVENTS_WRITTEN = Counter("groupkeeper_events_written_total", "Events appended to the event log.",
                          registry=REGISTRY)
 EVENTS_DROPPED = Counter("groupkeeper_events_dropped_total",
@@ -139,13 +153,14 @@ def reason_kind(reason: str) -> str:
 class GroupsCollector:
     """Gauges read from the coordinator per scrape: groups by state, members (per group for
     the `per_group` largest groups, the rest in one series without a group label), owned and
-    total group-partitions."""
+    total group-partitions, live instances."""
 
     def __init__(self, groups: Callable[[], Iterable[tuple[str, str, int]]], owned: Callable[[], int],
-                 total: Callable[[], int], per_group: int):
+                 total: Callable[[], int], live: Callable[[], int], per_group: int):
         self.groups = groups  # (group id, state, members)
         self.owned = owned
         self.total = total
+        self.live = live
         self.per_group = per_group
 
     def collect(self):
@@ -169,6 +184,9 @@ class GroupsCollector:
         yield GaugeMetricFamily("groupkeeper_group_partitions",
                                 "Group-partitions in the cluster (owned by some instance or not).",
                                 value=self.total())
+        yield GaugeMetricFamily("groupkeeper_live_instances",
+                                "Coordinator instances registered in ZooKeeper, as this instance sees them.",
+                                value=self.live())
 
     def describe(self):
         return []

@@ -41,16 +41,16 @@ class Server:
         self._connections_scope: trio.CancelScope | None = None
         self.stopped = trio.Event()
 
-    async def serve(self, host: str, port: int, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Accept until `shutdown()`; then let open connections finish within its grace."""
-        listeners = await trio.open_tcp_listeners(port, host=host)
+    async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Accept on `listeners` until `shutdown()`; then let open connections finish within
+        its grace."""
         async with trio.open_nursery() as connections:
             self._connections_scope = connections.cancel_scope
             async with trio.open_nursery() as accepting:
                 self._accepting_scope = accepting.cancel_scope
                 for listener in listeners:
                     accepting.start_soon(self._accept, listener, connections)
-                task_status.started(listeners[0].socket.getsockname()[1])
+                task_status.started()
             for listener in listeners:
                 await listener.aclose()
         self.stopped.set()

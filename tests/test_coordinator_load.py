@@ -12,7 +12,8 @@ from kazoo.client import KazooClient
 
 from coordinator.groups.group import GroupConfig, JoinReply
 from coordinator.groups.state import GroupState
-from coordinator.ownership import Coordinator, Owned
+from coordinator.cluster.membership import Instance, Membership
+from coordinator.cluster.ownership import Coordinator, Owned
 from coordinator.store.bridge import ZooKeeperBridge
 from coordinator.store.partition import PartitionStore
 from coordinator.store.registry import TopicRegistry
@@ -37,11 +38,14 @@ def _chroot(connect: str) -> str:
 
 
 async def _coordinator(zk: ZooKeeperBridge, nursery: trio.Nursery) -> Coordinator:
-    guard = SessionGuard(zk, 6.0)
+    guard = SessionGuard(zk)
     await nursery.start(guard.run)
     registry = TopicRegistry(zk)
     await nursery.start(registry.run)
-    coordinator = Coordinator(zk, guard, registry, 0, CONFIG, {})
+    membership = Membership(zk, Instance(0, "127.0.0.1", 9094))
+    await membership.register()
+    coordinator = Coordinator(zk, guard, registry, membership, CONFIG, {})
+    guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
     await nursery.start(coordinator.run)
     return coordinator
 
@@ -77,7 +81,7 @@ async def _two_lives(zk: ZooKeeperBridge, monkeypatch) -> None:
                                          assignments={joined.member_id: b"the leader's assignment"})
         assert synced.error == ErrorCode.NONE and synced.assignment == b"the leader's assignment"
         await route.store.commit_offsets("billing", {("orders", 3): (1234, -1, "m", 1)})
-        await first.release_all()
+        await first.hand_over(10)
         nursery.cancel_scope.cancel()
 
     # second life: loading is held back; until it ends, the group is "loading", not unknown
@@ -105,5 +109,5 @@ async def _two_lives(zk: ZooKeeperBridge, monkeypatch) -> None:
         assert route.store.durable["billing"]["orders"][3][0] == 1234
         # the member carries on in its generation without a rebalance
         assert route.groups.heartbeat("billing", joined.member_id, 1, None) == ErrorCode.NONE
-        await second.release_all()
+        await second.hand_over(10)
         nursery.cancel_scope.cancel()

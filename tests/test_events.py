@@ -188,7 +188,8 @@ def test_a_coordinator_run_writes_its_story(zookeeper, tmp_path):
                                     {"topic": "t", "partition": 1, "offset": 7}]
     assert left["member"] == member.member_id and left["reason"] == "left"
     assert (emptied["members_after"], emptied["partitions_moved"]) == (0, 2)
-    gained = [e["partition"] for e in events if e["type"] == "ownership_gained"]
-    lost = [e["partition"] for e in events if e["type"] == "ownership_lost"]
-    assert sorted(gained) == sorted(lost) == list(range(50))
+    gained = [e for e in events if e["type"] == "ownership_gained"]
+    lost = [e for e in events if e["type"] == "ownership_lost"]
+    assert sorted(e["partition"] for e in gained) == sorted(e["partition"] for e in lost) == list(range(50))
+    assert {e["reason"] for e in gained} == {"new"} and {e["reason"] for e in lost} == {"shutdown"}
     assert all(TS.match(e["ts"]) and e["v"] == 1 and e["instance"] == 0 for e in events)

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from coordinator import systemd
-from coordinator.ownership import DEFAULT_GROUP_PARTITIONS, partition_for
+from coordinator.cluster.placement import DEFAULT_GROUP_PARTITIONS, partition_for
 from protocol import ErrorCode
 from protocol.schemas import DESCRIBE_GROUPS
 from tests.clients import RawConnection

@@ -27,7 +27,7 @@ async def _bridge(connect: str, timeout: float = 4.0) -> ZooKeeperBridge:
 
 
 async def _owner(zk: ZooKeeperBridge, partition: int, nursery, guard=None) -> PartitionStore:
-    store = PartitionStore(zk, await acquire(zk, partition, {"instance": 1}), guard)
+    store = PartitionStore(zk, (await acquire(zk, partition, 1))[0], guard)
     await store.load()
     await nursery.start(store.run_writer)
     return store
@@ -65,9 +65,9 @@ async def test_a_second_instance_cannot_take_an_owned_partition(zookeeper):
     partition = next(_partitions)
     a, b = await _bridge(zookeeper.connect_string), await _bridge(zookeeper.connect_string)
     try:
-        await acquire(a, partition, {"instance": 1})
+        await acquire(a, partition, 1)
         with pytest.raises(NotOwner):
-            await acquire(b, partition, {"instance": 2})
+            await acquire(b, partition, 2)
     finally:
         await a.stop()
         await b.stop()
@@ -231,7 +231,7 @@ async def test_a_suspended_session_stops_writes_then_fences(tmp_path):
     fenced = trio.Event()
     try:
         async with trio.open_nursery() as nursery:
-            guard = SessionGuard(zk, zk.session_timeout, on_fenced=fenced.set)
+            guard = SessionGuard(zk, on_fenced=fenced.set)
             await nursery.start(guard.run)
             store = await _owner(zk, 0, nursery, guard)
             await store.commit_offsets("g", {("t", 0): (1, -1, "", 1)})

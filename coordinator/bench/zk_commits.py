@@ -30,6 +30,7 @@ from ..store.zkserver import ZooKeeperServer, free_port
 
 PARTITIONS_PER_REQUEST = 10
 TOPIC = "bench"
+BENCH_INSTANCE = 0  # the owner the benchmark writes as
 
 
 def _entries(seq: int) -> dict[tuple[str, int], tuple]:
@@ -57,7 +58,7 @@ async def _run_for(seconds: float, committers: int, commit_once) -> float:
 
 
 async def _group_commit(zk: ZooKeeperBridge, partition: int, seconds: float, committers: int):
-    store = PartitionStore(zk, await acquire(zk, partition, {"bench": True}))
+    store = PartitionStore(zk, (await acquire(zk, partition, BENCH_INSTANCE))[0])
     await store.load()
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run_writer)
@@ -75,12 +76,11 @@ async def _prepare_shards(zk: ZooKeeperBridge, fence: Fence, committers: int) ->
 
 
 async def _multi_per_request(zk: ZooKeeperBridge, partition: int, seconds: float, committers: int):
-    fence = await acquire(zk, partition, {"bench": True})
+    fence = (await acquire(zk, partition, BENCH_INSTANCE))[0]
     await _prepare_shards(zk, fence, committers)
 
     async def commit_once(w: int, seq: int) -> None:
-        txn = zk.client.transaction()
-        txn.check(fence.path, fence.epoch)
+        txn = fence.transaction(zk)
         shards: dict[int, dict] = {}
         for (_, p), entry in _entries(seq).items():
             shards.setdefault(layout.shard_of(p), {})[str(p)] = list(entry)
@@ -106,7 +106,7 @@ async def _write_per_partition(zk: ZooKeeperBridge, partition: int, seconds: flo
 
 
 async def _latency(zk: ZooKeeperBridge, partition: int, rate: float, seconds: float, groups: int):
-    store = PartitionStore(zk, await acquire(zk, partition, {"bench": True}))
+    store = PartitionStore(zk, (await acquire(zk, partition, BENCH_INSTANCE))[0])
     await store.load()
     latencies: list[float] = []
     async with trio.open_nursery() as nursery:

@@ -43,8 +43,9 @@ class GroupSet:
 
     def __init__(self, config: GroupConfig, assignors: dict[str, Assignor],
                  partitions_of: Callable[[str], int], persist: Persist, strict: bool = False,
-                 events: EventSink = DISCARD):
+                 events: EventSink = DISCARD, lease: Callable[[], Awaitable[None]] | None = None):
         self.config = config
+        self.lease = lease  # returns once this instance may act as owner (no expiries while it may not)
         self.events = events
         self.assignors = assignors
         self.partitions_of = partitions_of  # topic -> partition count (0 when unknown)
@@ -79,6 +80,8 @@ class GroupSet:
                 with trio.move_on_at(deadline):
                     await self._wake.wait()
                 self._wake = trio.Event()
+                if self.lease is not None:  # after a pause: not before ownership is confirmed
+                    await self.lease()
                 now = trio.current_time()
                 due = set()
                 while self._timers and self._timers[0][0] <= now:
@@ -174,7 +177,7 @@ class GroupSet:
         return waiter.reply
 
     async def _persist(self, group: Group, generation: int) -> None:
-        data = snapshot(group, group.pending_assignment)
+        data = snapshot(group, group.pending_assignment, self._counted.get(group.group_id, {}))
         try:
             await self.persist(group.group_id, data)
             error = E.NONE
@@ -188,7 +191,9 @@ class GroupSet:
     # -- server-side assignment -----------------------------------------------------------
 
     def _assign(self, group: Group, generation: int) -> None:
-        self._counted.pop(group.group_id, None)  # set again below if the server assigns
+        # the partition counts the generation is for, kept with it (a new owner compares them)
+        topics = {t for m in group.members.values() for t in _topics(m.metadata(group.protocol_name))}
+        self._counted[group.group_id] = {t: n for t in topics if (n := self.partitions_of(t))}
         assignor = self.assignors.get(group.protocol_name or "")
         if assignor is None or group.protocol_type != "consumer":
             group.leader_assigns = True  # the leader's SyncGroup carries the assignment
@@ -204,8 +209,7 @@ class GroupSet:
             members.append(MemberSubscription(
                 m.member_id, tuple(sub.topics) if sub else (), m.instance_id,
                 owned or _partitions(m.assignment), sub.user_data if sub else None))
-        topics = {t for m in members for t in m.topics}
-        partitions = {t: n for t in topics if (n := self.partitions_of(t))}
+        partitions = self._counted[group.group_id]
         try:
             result = checked_assign(assignor, members, partitions, check=assignor is not BUILT_IN.get(group.protocol_name))
         except StrategyFailed as exc:
@@ -214,7 +218,6 @@ class GroupSet:
             metrics.ASSIGNOR_FAILURES.labels(group.protocol_name).inc()
             group.leader_assigns = True
             return
-        self._counted[group.group_id] = partitions
         assignments = {
             member_id: encode_assignment(ConsumerProtocolAssignment(assigned_partitions=[
                 TopicPartition(topic=t, partitions=ps) for t, ps in sorted(topics_.items()) if ps],
@@ -286,6 +289,34 @@ class GroupSet:
                 continue
             if any(topic in _topics(m.metadata(group.protocol_name)) for m in group.members.values()):
                 group.request_rebalance(now, f"partitions of {topic} changed")
+                self._settle(group)
+
+    def adopt(self, group: Group, counted: dict[str, int]) -> None:
+        """A group loaded by a new owner, with the partition counts its generation was for."""
+        self.groups[group.group_id] = group
+        self._counted[group.group_id] = counted
+
+    def check_topics(self) -> None:
+        """After a takeover: a loaded generation computed for other topics or partition counts
+        than the registry shows now (the previous owner died before it could act on the
+        change) is rebalanced."""
+        now = trio.current_time()
+        for group in list(self.groups.values()):
+            if group.state != GroupState.STABLE:
+                continue
+            counted = self._counted.get(group.group_id, {})
+            topics = {t for m in group.members.values() for t in _topics(m.metadata(group.protocol_name))}
+            changed = sorted(t for t in topics if counted.get(t, 0) != self.partitions_of(t))
+            if changed:
+                group.request_rebalance(now, f"partitions of {changed[0]} changed")
+                self._settle(group)
+
+    def unload(self) -> None:
+        """The group-partition is handed over: every group is Dead here, and requests waiting
+        for a generation are answered NOT_COORDINATOR (their clients find the new owner)."""
+        for group in list(self.groups.values()):
+            if group.state != GroupState.DEAD:
+                group.mark_dead()
                 self._settle(group)
 
     def drop(self, group_id: str) -> None:

@@ -13,8 +13,10 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def snapshot(group: Group, assignments: dict[str, bytes] | None = None) -> dict[str, Any]:
-    """Generation, protocol, leader and members with their subscription and assignment."""
+def snapshot(group: Group, assignments: dict[str, bytes] | None = None,
+             counted: dict[str, int] | None = None) -> dict[str, Any]:
+    """Generation, protocol, leader and members with their subscription and assignment, and
+    the partition count of each subscribed topic the generation was computed for."""
     assignments = assignments if assignments is not None else {
         m.member_id: m.assignment for m in group.members.values()}
     return {
@@ -23,6 +25,7 @@ def snapshot(group: Group, assignments: dict[str, bytes] | None = None) -> dict[
         "protocol_type": group.protocol_type,
         "protocol": group.protocol_name,
         "leader": group.leader,
+        "counted": counted or {},
         "members": [{
             "id": m.member_id, "instance": m.instance_id, "client_id": m.client_id,
             "host": m.client_host, "session_timeout": m.session_timeout,
@@ -52,3 +55,8 @@ def restore(group_id: str, data: dict[str, Any], now: float, config: GroupConfig
             group.static[member.instance_id] = member.member_id
     group.state = GroupState.STABLE if group.members else GroupState.EMPTY
     return group
+
+
+def counted(data: dict[str, Any]) -> dict[str, int]:
+    """The partition counts a stored generation was computed for."""
+    return dict(data.get("counted", {}))

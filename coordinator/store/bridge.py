@@ -5,15 +5,21 @@ completion callback, which runs on a kazoo thread, only hands the result to trio
 `TrioToken.run_sync_soon`. Connection state changes (CONNECTED, SUSPENDED, LOST) reach trio
 the same way: kept as `state`, and queued in order for each subscriber (`subscribe_states`),
 so no transition is missed, however quickly they follow each other.
+
+The session timeout that matters is the one ZooKeeper granted, which may be shorter than the
+one asked for (the server bounds it to 2-20 ticks): `session_timeout` is the granted one once
+connected, read from kazoo's connection handshake.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
 from .. import metrics
@@ -25,8 +31,10 @@ _SECONDS = {op: metrics.ZOOKEEPER_SECONDS.labels(op) for op in
 class ZooKeeperBridge:
     def __init__(self, hosts: str, session_timeout: float = 10.0):
         self.client = KazooClient(hosts=hosts, timeout=session_timeout)
-        self.session_timeout = session_timeout
+        self.session_timeout = session_timeout  # the granted timeout once connected
         self.state = KazooState.LOST  # until the first connection
+        self.session_id: int | None = None  # of the current (or last) session
+        self._capture_granted_timeout()
         self._subscribers: list[trio.MemorySendChannel] = []
         self._token: trio.lowlevel.TrioToken | None = None
 
@@ -41,7 +49,21 @@ class ZooKeeperBridge:
         if not self.client.connected:
             raise ConnectionError(f"could not connect to ZooKeeper at {self.client.hosts}")
         self.state = KazooState.CONNECTED  # the listener queues the change itself
+        self.session_id = self.client._session_id
         metrics.ZOOKEEPER_CONNECTED.set(1)
+
+    def _capture_granted_timeout(self) -> None:
+        """kazoo keeps the granted timeout to itself; its handshake returns a read timeout of
+        2/3 of it (milliseconds), from which it is recovered. Runs on kazoo's thread."""
+        connection = self.client._connection
+        handshake = connection._connect
+
+        def connect(*args, **kwargs):
+            read_timeout, connect_timeout = handshake(*args, **kwargs)
+            self.session_timeout = read_timeout * 1.5 / 1000
+            return read_timeout, connect_timeout
+
+        connection._connect = connect
 
     async def stop(self) -> None:
         await trio.to_thread.run_sync(self._stop_blocking)
@@ -55,13 +77,15 @@ class ZooKeeperBridge:
 
     def _listener(self, state: str) -> None:
         """On a kazoo thread: must not block or call ZooKeeper."""
-        try:
-            self._token.run_sync_soon(self._set_state, state)
+        try:  # the session id as of this change (kazoo sets it before telling listeners)
+            self._token.run_sync_soon(self._set_state, state, self.client._session_id)
         except trio.RunFinishedError:
             pass
 
-    def _set_state(self, state: str) -> None:
+    def _set_state(self, state: str, session_id: int | None) -> None:
         self.state = state
+        if state == KazooState.CONNECTED:
+            self.session_id = session_id
         metrics.ZOOKEEPER_CONNECTED.set(state == KazooState.CONNECTED)
         for channel in self._subscribers:
             channel.send_nowait(state)
@@ -71,6 +95,18 @@ class ZooKeeperBridge:
         send, receive = trio.open_memory_channel(math.inf)
         self._subscribers.append(send)
         return receive
+
+    def watch(self, on_fire: Callable[[], None]) -> Callable[[Any], None]:
+        """A watch callback for a kazoo call that runs `on_fire()` in trio when it fires (kazoo
+        fires it on its own thread, where nothing may block)."""
+        token = self._token
+
+        def fired(_event) -> None:
+            try:
+                token.run_sync_soon(on_fire)
+            except trio.RunFinishedError:
+                pass
+        return fired
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -114,3 +150,41 @@ class ZooKeeperBridge:
 
     async def ensure_path(self, path: str) -> Any:
         return await self.wait(self.client.ensure_path_async(path), "ensure_path")
+
+
+class Refresher:
+    """Runs `refresh()` again whenever a watch it armed fires (`watch`), when poked, and after
+    every reconnection (what changed while disconnected, and watches a new session lacks); a
+    refresh cut short by a disconnection waits for the reconnection and runs again."""
+
+    def __init__(self, zk: ZooKeeperBridge, refresh: Callable[[], Awaitable[None]]):
+        self.zk = zk
+        self.refresh = refresh
+        self._wake = trio.Event()
+        self._states = zk.subscribe_states()
+
+    @property
+    def watch(self) -> Callable[[Any], None]:
+        return self.zk.watch(self.poke)
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The first refresh happens before `started()`, and its errors are the caller's."""
+        await self.refresh()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._follow_states)
+            task_status.started()
+            while True:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                try:
+                    await self.refresh()
+                except KazooException:  # disconnected: the reconnection pokes again
+                    pass
+
+    async def _follow_states(self) -> None:
+        async for state in self._states:
+            if state == KazooState.CONNECTED:
+                self.poke()

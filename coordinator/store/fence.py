@@ -3,14 +3,21 @@
 Each group-partition has a persistent epoch znode; its ZooKeeper version *is* the epoch.
 Taking ownership creates the ephemeral owner znode and bumps the epoch in one multi(), so
 at most one instance holds a given epoch. Every write of an owner is a multi() that begins
-with a check of the epoch znode at the owner's version: once another instance has taken
-over (and bumped the epoch), the old owner's writes fail whole and land nothing — the
-pattern Kafka's controller uses with its epoch znode. A check of the ephemeral owner znode
-alone would not do: a successor's owner znode is recreated at version 0 and would pass.
+with a check of the epoch znode at the owner's version and a check that its owner znode
+still exists: once another instance has taken over (and bumped the epoch), or the owner's
+session has ended (and its ephemeral owner znode with it, even if no one has taken over
+yet), the old owner's writes fail whole and land nothing — the pattern Kafka's controller
+uses with its epoch znode. A check of the owner znode alone would not do: a successor's
+owner znode is recreated at version 0 and would pass.
+
+The epoch znode's data says who held the group-partition last and whether it let go in
+order (`released_ms`) or went without releasing (its session ended): how a new owner tells a
+handover from a failover.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
@@ -45,8 +52,22 @@ class Fence:
     def path(self) -> str:
         return layout.epoch_path(self.partition)
 
+    def transaction(self, zk: ZooKeeperBridge):
+        """A multi() beginning with the fence's checks; commit it with `fenced_commit`."""
+        txn = zk.client.transaction()
+        txn.check(self.path, self.epoch)
+        txn.check(layout.owner_path(self.partition), 0)  # the owner znode is never rewritten
+        return txn
 
-async def acquire(zk: ZooKeeperBridge, partition: int, owner_data: dict) -> Fence:
+
+@dataclass(frozen=True)
+class Previous:
+    """Who held a group-partition before, as its epoch znode tells."""
+    instance: int | None  # None: never held
+    released_ms: int | None  # wall-clock ms of an orderly release; None: its owner went without one
+
+
+async def acquire(zk: ZooKeeperBridge, partition: int, instance: int) -> tuple[Fence, Previous]:
     """Take ownership of `partition`; raises NotOwner while another instance holds it."""
     epoch_path = layout.epoch_path(partition)
     try:
@@ -54,31 +75,43 @@ async def acquire(zk: ZooKeeperBridge, partition: int, owner_data: dict) -> Fenc
     except NodeExistsError:
         pass
     while True:
-        stat = await zk.exists(epoch_path)
+        data, stat = await zk.get(epoch_path)
         epoch = stat.version + 1
         txn = zk.client.transaction()
-        txn.create(layout.owner_path(partition), layout.encode({**owner_data, "epoch": epoch}),
+        txn.create(layout.owner_path(partition), layout.encode({"instance": instance, "epoch": epoch}),
                    ephemeral=True)
-        txn.set_data(epoch_path, b"", version=stat.version)
+        txn.set_data(epoch_path, layout.encode({"instance": instance, "acquired_ms": _now_ms()}),
+                     version=stat.version)
         results = await _results(zk, txn.commit_async())
         if isinstance(results[0], NodeExistsError):
             raise NotOwner(f"group-partition {partition} is owned by another instance")
         if isinstance(results[1], BadVersionError):
             continue  # another instance bumped the epoch between our read and our multi
         _raise_first_error(results)
-        return Fence(partition, epoch)
+        return Fence(partition, epoch), _previous(data)
 
 
-async def release(zk: ZooKeeperBridge, fence: Fence) -> None:
-    """Give ownership up: delete the owner znode, if the fence still holds."""
-    txn = zk.client.transaction()
-    txn.check(fence.path, fence.epoch)
+def _previous(data: bytes) -> Previous:
+    try:
+        record = layout.decode(data) if data else {}
+        return Previous(record.get("instance"), record.get("released_ms"))
+    except (ValueError, AttributeError):
+        return Previous(None, None)
+
+
+async def release(zk: ZooKeeperBridge, fence: Fence, instance: int, stopped_ms: int | None = None) -> None:
+    """Give ownership up in order: delete the owner znode and record the release (when the
+    owner stopped serving, `stopped_ms`, default now) in the epoch znode, which moves the
+    epoch on; only if the fence still holds."""
+    txn = fence.transaction(zk)
     txn.delete(layout.owner_path(fence.partition))
+    txn.set_data(fence.path, layout.encode({"instance": instance, "released_ms": stopped_ms or _now_ms()}),
+                 version=fence.epoch)
     await fenced_commit(zk, fence, txn)
 
 
 async def fenced_commit(zk: ZooKeeperBridge, fence: Fence, txn) -> None:
-    """Commit `txn`, whose first op must be the fence's check."""
+    """Commit `txn`, begun with `fence.transaction()`."""
     await confirm(zk, fence, txn.commit_async())
 
 
@@ -86,7 +119,7 @@ async def confirm(zk: ZooKeeperBridge, fence: Fence, submitted) -> None:
     """Wait for a submitted fenced multi() (`txn.commit_async()`). kazoo reports a failed op
     in the result list rather than raising, so every result is inspected."""
     results = await _results(zk, submitted)
-    if isinstance(results[0], (BadVersionError, NoNodeError)):
+    if any(isinstance(r, (BadVersionError, NoNodeError)) for r in results[:2]):
         raise NotOwner(f"group-partition {fence.partition}: epoch {fence.epoch} is fenced off")
     _raise_first_error(results)
 
@@ -102,3 +135,7 @@ def _raise_first_error(results: list) -> None:
     for result in results:
         if isinstance(result, Exception) and not isinstance(result, RolledBackError):
             raise StoreError(f"ZooKeeper refused the write: {type(result).__name__}")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

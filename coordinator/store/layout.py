@@ -5,9 +5,11 @@
 /brokers/topics/<topic>                             Kafka's topic registry (read)
 /brokers/topics/<topic>/partitions/<p>/state        a partition's leader and ISR (read)
 /groupkeeper/config                                 cluster settings fixed at creation
-/groupkeeper/instances/<id>                         ephemeral: host, port, started
+/groupkeeper/instances/<id>                         ephemeral: advertised host and port, started
+/groupkeeper/placement                              which instance each group-partition belongs on
 /groupkeeper/partitions/<n>/owner                   ephemeral: instance and epoch
-/groupkeeper/partitions/<n>/epoch                   persistent; its version is the epoch
+/groupkeeper/partitions/<n>/epoch                   persistent; its version is the epoch, its
+                                                    data the last owner and how it let go
 /groupkeeper/partitions/<n>/groups/<group>          group metadata, one write per generation
 /groupkeeper/partitions/<n>/groups/<group>/offsets/<topic>/<shard>
                                                     committed offsets of SHARD_PARTITIONS
@@ -61,8 +63,15 @@ def config_path() -> str:
     return f"{ROOT}/config"
 
 
+INSTANCES = f"{ROOT}/instances"
+
+
 def instance_path(instance_id: int) -> str:
-    return f"{ROOT}/instances/{instance_id}"
+    return f"{INSTANCES}/{instance_id}"
+
+
+def placement_path() -> str:
+    return f"{ROOT}/placement"
 
 
 def partition_path(partition: int) -> str:

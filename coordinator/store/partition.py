@@ -72,6 +72,10 @@ class PartitionStore:
         self._queue: list[_Commit] = []
         self._queued = trio.Event()
         self.multis = 0  # multi() calls made for offsets, for the benchmark and metrics
+        self._closed = False  # handing over: no new writes
+        self._writing = 0  # writes accepted and not yet confirmed or failed
+        self._idle = trio.Event()
+        self._idle.set()
 
     # -- loading --------------------------------------------------------------------------
 
@@ -111,17 +115,41 @@ class PartitionStore:
                 for p, entry in layout.decode(data).items():
                     partitions[int(p)] = tuple(entry)
 
+    # -- handing over ----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Refuse new writes (NotOwner) and return once every accepted write has been confirmed
+        or has failed: what a handover waits for before the next owner may load."""
+        self._closed = True
+        await self._idle.wait()
+
+    def _begin(self) -> None:
+        self._check_writable()
+        self._writing += 1
+        self._idle = trio.Event() if self._writing == 1 else self._idle
+
+    def _end(self) -> None:
+        self._writing -= 1
+        if not self._writing:
+            self._idle.set()
+
     # -- group metadata -------------------------------------------------------------------
 
     async def write_group(self, group: str, metadata: dict) -> None:
         """Persist a group's metadata for a new generation: one fenced multi()."""
-        self._check_writable()
+        self._begin()
+        try:
+            await self._write_group(group, metadata)
+        finally:
+            self._end()
+
+    async def _write_group(self, group: str, metadata: dict) -> None:
         data = layout.encode(metadata)
         path = layout.group_path(self.partition, group)
         if len(data) + len(path) + layout.OP_OVERHEAD > layout.MAX_REQUEST_BYTES:
             raise GroupTooLarge(f"group {group!r}: metadata of {len(data)} bytes is over the "
                                 f"{layout.MAX_REQUEST_BYTES}-byte limit")
-        txn = self._fenced()
+        txn = self.fence.transaction(self.zk)
         if path in self._nodes:
             txn.set_data(path, data)
             await fenced_commit(self.zk, self.fence, txn)
@@ -138,13 +166,19 @@ class PartitionStore:
     async def delete_group(self, group: str) -> None:
         """Remove a group and its offsets, children first. A group with very many offset
         shards takes several multi() calls; the group's own znode goes last."""
-        self._check_writable()
+        self._begin()
+        try:
+            await self._delete_group(group)
+        finally:
+            self._end()
+
+    async def _delete_group(self, group: str) -> None:
         prefix = layout.group_path(self.partition, group)
         paths = sorted((p for p in self._nodes if p == prefix or p.startswith(prefix + "/")),
                        key=lambda p: p.count("/"), reverse=True)
         max_ops = layout.MAX_REQUEST_BYTES // (layout.OP_OVERHEAD + len(prefix) + 64)
         for start in range(0, len(paths), max_ops):
-            txn = self._fenced()
+            txn = self.fence.transaction(self.zk)
             chunk = paths[start:start + max_ops]
             for path in chunk:
                 txn.delete(path)
@@ -159,12 +193,15 @@ class PartitionStore:
     async def commit_offsets(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> None:
         """Durably store `entries` ((topic, partition) -> entry); returns once ZooKeeper has
         confirmed them. Raises NotOwner, StoreUnavailable or StoreError otherwise."""
-        self._check_writable()
         self._check_shard_sizes(group, entries)
+        self._begin()
         commit = _Commit(group, entries)
         self._queue.append(commit)
         self._queued.set()
-        await commit.done.wait()
+        try:
+            await commit.done.wait()
+        finally:
+            self._end()
         if commit.error is not None:
             raise commit.error
 
@@ -174,6 +211,13 @@ class PartitionStore:
         this loop, in order, so ZooKeeper applies them in the order they were built."""
         task_status.started()
         slots = trio.Semaphore(PIPELINE_DEPTH)
+        try:
+            await self._write_batches(slots)
+        finally:  # stopped (the partition is gone): what never reached ZooKeeper fails
+            _finish(self._queue, StoreUnavailable("the group-partition stopped before the write"))
+            self._queue = []
+
+    async def _write_batches(self, slots: trio.Semaphore) -> None:
         async with trio.open_nursery() as nursery:
             while True:
                 await self._queued.wait()
@@ -182,7 +226,7 @@ class PartitionStore:
                 if not self._queue:
                     self._queued = trio.Event()
                 try:
-                    self._check_writable()
+                    self._check_session()  # not _check_writable: accepted commits are written even when closed
                     built = self._build(batch)
                     multis = [(txn.commit_async(), created, applied) for txn, created, applied in built]
                 except (NotOwner, StoreUnavailable, StoreError) as exc:
@@ -192,7 +236,7 @@ class PartitionStore:
                 nursery.start_soon(self._confirm, batch, multis, slots)
 
     async def _confirm(self, batch: list[_Commit], multis: list, slots: trio.Semaphore) -> None:
-        error = None
+        error: Exception | None = StoreUnavailable("the group-partition stopped before ZooKeeper answered")
         try:
             for i, (submitted, created, applied) in enumerate(multis):
                 try:
@@ -205,9 +249,11 @@ class PartitionStore:
                 self.multis += 1
                 for group, topic, updates in applied:
                     self.durable.setdefault(group, {}).setdefault(topic, {}).update(updates)
-        finally:
+            else:
+                error = None
+        finally:  # cancelled too: a waiting commit is never left hanging
             slots.release()
-        _finish(batch, error)
+            _finish(batch, error)
 
     def _take_batch(self) -> tuple[list[_Commit], list[_Commit]]:
         """As many queued commits as fit in one multi(), oldest first; at least one.
@@ -270,14 +316,14 @@ class PartitionStore:
                 raise MetadataTooLarge(f"offsets of group {key[0]!r}, topic {key[1]!r}: a shard "
                                        f"of {len(data)} bytes is over {layout.MAX_SHARD_BYTES}")
             planned.append((key, updates, data))
-        multis, txn, created, applied, size = [], self._fenced(), [], [], 0
+        multis, txn, created, applied, size = [], self.fence.transaction(self.zk), [], [], 0
         for key, updates, data in planned:
             group, topic, _ = key
             path = layout.shard_path(self.partition, *key)
             cost = len(path) * 3 + len(data) + 3 * layout.OP_OVERHEAD
             if applied and size + cost > layout.MAX_REQUEST_BYTES:
                 multis.append((txn, created, applied))
-                txn, created, applied, size = self._fenced(), [], [], 0
+                txn, created, applied, size = self.fence.transaction(self.zk), [], [], 0
             if path in self._nodes:
                 txn.set_data(path, data)
             else:
@@ -295,11 +341,6 @@ class PartitionStore:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _fenced(self):
-        txn = self.zk.client.transaction()
-        txn.check(self.fence.path, self.fence.epoch)
-        return txn
-
     def _create_parents(self, txn, path: str, created: list[str]) -> None:
         """Add creates for the missing parents of `path` below the partition's groups node."""
         base = layout.groups_path(self.partition)
@@ -314,6 +355,11 @@ class PartitionStore:
             self._nodes.add(node)
 
     def _check_writable(self) -> None:
+        if self._closed:
+            raise NotOwner(f"group-partition {self.partition} is being handed over")
+        self._check_session()
+
+    def _check_session(self) -> None:
         if self.guard is not None and not self.guard.writable:
             if self.guard.fenced:
                 raise NotOwner(f"group-partition {self.partition}: the ZooKeeper session is fenced")

@@ -1,0 +1,10 @@
+"""Several instances, one owner per group-partition.
+
+| Module | Holds |
+| --- | --- |
+| `membership.py` | the live instances: ephemeral registrations with their advertised addresses |
+| `balancing.py` | the pure placement function: balanced, least movement |
+| `placement.py` | groups to group-partitions, and the placement record every instance agrees on |
+| `handover.py` | taking a group-partition from a previous owner that releases it or dies |
+| `ownership.py` | `Coordinator`: the group-partitions held here, routing, session loss and shutdown |
+"""

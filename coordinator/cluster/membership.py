@@ -1,0 +1,129 @@
+"""Which instances are alive: each registers an ephemeral znode with the address clients
+should use, and watches everyone's.
+
+The znode lives exactly as long as the instance's ZooKeeper session, so "live" means what
+ZooKeeper's failure detection says: a crashed or paused instance stays live until its session
+expires, and not a moment longer. After its own session is lost an instance registers again
+with the new one, without a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+import trio
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.protocol.states import KazooState
+
+from .. import logs
+from ..store import layout
+from ..store.bridge import Refresher, ZooKeeperBridge
+
+REREGISTER_RETRY = 1.0  # seconds between attempts while another session holds our id
+
+
+@dataclass(frozen=True)
+class Instance:
+    id: int
+    host: str  # the advertised address clients connect to
+    port: int
+
+
+class AlreadyRegistered(Exception):
+    """Another live instance uses this instance id."""
+
+
+class Membership:
+    def __init__(self, zk: ZooKeeperBridge, me: Instance):
+        self.zk = zk
+        self.me = me
+        self.live: dict[int, Instance] = {}
+        self.updated = trio.Event()  # set (and replaced) whenever `live` changes
+        self._refresher = Refresher(zk, self._refresh)
+        self.log = logs.get("groupkeeper.membership").bind(instance=me.id)
+
+    # -- this instance --------------------------------------------------------------------
+
+    async def register(self) -> None:
+        """Create this instance's znode; AlreadyRegistered if another session holds it."""
+        data = layout.encode({"host": self.me.host, "port": self.me.port, "hostname": socket.gethostname(),
+                              "pid": os.getpid(), "started": int(time.time() * 1000)})
+        try:
+            await self.zk.create(layout.instance_path(self.me.id), data, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            if not await self._mine():
+                raise AlreadyRegistered(f"instance id {self.me.id} is already registered in ZooKeeper "
+                                        f"({layout.instance_path(self.me.id)}): is another instance running "
+                                        "with it?") from None
+
+    async def deregister(self) -> None:
+        """Remove this instance's znode (if it is still this session's): the others see it go
+        at once, instead of after the session timeout."""
+        try:
+            if await self._mine():
+                await self.zk.delete(layout.instance_path(self.me.id))
+        except (NoNodeError, KazooException):
+            pass
+        self.live.pop(self.me.id, None)
+
+    async def _mine(self) -> bool:
+        stat = await self.zk.exists(layout.instance_path(self.me.id))
+        return stat is not None and stat.ephemeralOwner == self.zk.session_id
+
+    # -- everyone -------------------------------------------------------------------------
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._follow_session, self.zk.subscribe_states())
+            await nursery.start(self._refresher.run)
+            task_status.started()
+
+    async def _follow_session(self, states: trio.MemoryReceiveChannel) -> None:
+        """A new session: register again, the old session's znode having gone with it."""
+        lost = False
+        async for state in states:
+            if state == KazooState.LOST:
+                lost = True
+            elif state == KazooState.CONNECTED and lost:
+                lost = not await self._register_again()
+
+    async def _register_again(self) -> bool:
+        while True:
+            try:
+                await self.register()
+                self.log.info("instance registered again", session=hex(self.zk.session_id or 0))
+                return True
+            except AlreadyRegistered as exc:
+                self.log.error("cannot register again", error=str(exc))
+            except KazooException:
+                return False  # disconnected again: the next CONNECTED retries
+            await trio.sleep(REREGISTER_RETRY)
+
+    async def _refresh(self) -> None:
+        """Read the registered instances (all of them: one that came back may have a new
+        address), re-arming the watch on the set."""
+        names = await self.zk.get_children(layout.INSTANCES, watch=self._refresher.watch)
+        live: dict[int, Instance] = {}
+        async with trio.open_nursery() as nursery:
+            for i in sorted(int(name) for name in names if name.isdigit()):
+                nursery.start_soon(self._read, i, live)
+        live = dict(sorted(live.items()))
+        if live != self.live:
+            joined, left = sorted(set(live) - set(self.live)), sorted(set(self.live) - set(live))
+            self.live = live
+            self.log.info("live instances changed", live=sorted(live), joined=joined, left=left)
+            self.updated.set()
+            self.updated = trio.Event()
+
+    async def _read(self, i: int, into: dict[int, Instance]) -> None:
+        try:
+            data, _ = await self.zk.get(layout.instance_path(i))
+            record = layout.decode(data)
+            into[i] = Instance(i, str(record["host"]), int(record["port"]))
+        except NoNodeError:
+            pass  # gone again already
+        except (ValueError, KeyError, TypeError):
+            self.log.warning("unreadable instance registration", instance_id=i)

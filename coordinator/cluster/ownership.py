@@ -1,0 +1,370 @@
+"""The group-partitions this instance owns: taking them as the placement says, serving them,
+handing them over, and dropping them all when the ZooKeeper session is lost.
+
+Every group-partition placed on this instance gets a slot, one task from the moment it is
+placed here until it is gone again:
+
+1. take: wait until the previous owner releases it (handover) or its session ends
+   (failover), then acquire it (a new fencing epoch); meanwhile its groups answer
+   COORDINATOR_LOAD_IN_PROGRESS, since they are coming here;
+2. load its groups and offsets (still COORDINATOR_LOAD_IN_PROGRESS), check what changed while
+   it moved (`GroupSet.check_topics`), then serve;
+3. when the placement moves it away, or at shutdown: answer NOT_COORDINATOR for it at once,
+   let the writes in flight finish or fail, answer waiting JoinGroup/SyncGroup requests
+   NOT_COORDINATOR, and release it, recording when it stopped serving.
+
+A fenced session (SUSPENDED too long, or LOST) drops every slot at once, without releasing
+(the ZooKeeper session may be gone, and nothing may be acknowledged any more); once
+reconnected the instance registers again if it must and takes its share afresh.
+
+Requests are answered as owner only while the session guard's lease is current, so an
+instance that was paused answers nothing as owner before it has heard from ZooKeeper again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import trio
+from kazoo.exceptions import KazooException
+
+from protocol import ErrorCode
+
+from .. import logs, metrics
+from ..assignors import Assignor
+from ..events import DISCARD, EventSink
+from ..groups.group import GroupConfig
+from ..groups.manager import GroupSet
+from ..groups.snapshot import counted, restore
+from ..groups.state import GroupState
+from ..store.bridge import ZooKeeperBridge
+from ..store.fence import Fence, NotOwner, Previous, StoreError, StoreUnavailable, release
+from ..store.partition import PartitionStore
+from ..store.registry import TopicRegistry
+from ..store.session import SessionGuard
+from .handover import take
+from .membership import Instance, Membership
+from .placement import Placement, group_partitions, partition_for
+
+E = ErrorCode
+HANDOVER_DRAIN = 5.0  # seconds a handover waits for writes in flight before it releases anyway
+RETRY = 0.5  # seconds between attempts at a ZooKeeper step that failed (disconnected)
+
+
+@dataclass
+class Owned:
+    store: PartitionStore
+    groups: GroupSet
+    loaded: trio.Event = field(default_factory=trio.Event)
+    releasing: bool = False  # handing over: answered NOT_COORDINATOR
+
+
+class _Slot:
+    """One group-partition placed on this instance, from its taking to its release."""
+
+    def __init__(self, partition: int):
+        self.partition = partition
+        self.unwanted = trio.Event()  # placed elsewhere, or shutting down
+        self.scope = trio.CancelScope()
+        self.owned: Owned | None = None
+        self.fence: Fence | None = None
+
+
+class Coordinator:
+    def __init__(self, zk: ZooKeeperBridge, guard: SessionGuard, registry: TopicRegistry,
+                 membership: Membership, group_config: GroupConfig, assignors: dict[str, Assignor],
+                 strict: bool = False, events: EventSink = DISCARD):
+        self.zk = zk
+        self.guard = guard
+        self.registry = registry
+        self.membership = membership
+        self.instance_id = membership.me.id
+        self.group_config = group_config
+        self.assignors = assignors
+        self.strict = strict
+        self.events = events
+        self.group_partitions = 0  # known once running
+        self.placement: Placement | None = None
+        self.owned: dict[int, Owned] = {}
+        self.changed = trio.Event()  # set (and replaced) whenever ownership changes
+        self._slots: dict[int, _Slot] = {}
+        self._stopping = False
+        self._nursery: trio.Nursery | None = None
+        self.log = logs.get("groupkeeper.ownership").bind(instance=self.instance_id)
+
+    # -- answering --------------------------------------------------------------------------
+
+    def route(self, group_id: str) -> Owned | ErrorCode:
+        """The group-partition serving `group_id` here, or the error to answer with."""
+        if self.guard.fenced or not self.group_partitions:
+            return E.NOT_COORDINATOR
+        n = partition_for(group_id, self.group_partitions)
+        owned = self.owned.get(n)
+        if owned is None or owned.releasing:
+            slot = self._slots.get(n)
+            if owned is None and slot is not None and not slot.unwanted.is_set():
+                return E.COORDINATOR_LOAD_IN_PROGRESS  # placed here, being taken
+            return E.NOT_COORDINATOR
+        if not self.guard.current():
+            return E.COORDINATOR_NOT_AVAILABLE
+        if not owned.loaded.is_set():
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        return owned
+
+    def coordinator_of(self, group_id: str) -> Instance | ErrorCode:
+        """Where `group_id` is served: the live instance the placement puts it on."""
+        if self.guard.fenced or self.placement is None:
+            return E.COORDINATOR_NOT_AVAILABLE
+        owner = self.placement.owner(partition_for(group_id, self.group_partitions))
+        return self.membership.live.get(owner, E.COORDINATOR_NOT_AVAILABLE)
+
+    def all_groups(self) -> list[tuple[str, str, str, int]]:
+        """(group id, protocol type, state, members) of every group served here, including
+        groups that only have committed offsets (Empty, as Kafka lists them)."""
+        if not self.guard.current():
+            return []
+        listed = []
+        for owned in self.owned.values():
+            if not owned.loaded.is_set() or owned.releasing:
+                continue
+            live = owned.groups.groups
+            listed += [(gid, g.protocol_type or "", g.state.value, len(g.members)) for gid, g in live.items()]
+            listed += [(gid, "", GroupState.EMPTY.value, 0) for gid in owned.store.durable if gid not in live]
+        return listed
+
+    def placed_here(self) -> list[int]:
+        if self.placement is None:
+            return []
+        return [n for n, owner in enumerate(self.placement.record.owners) if owner == self.instance_id]
+
+    async def all_loaded(self) -> None:
+        """Return once the placement includes this instance and every group-partition it
+        places here is loaded and served."""
+        while True:
+            changed = self.changed
+            placed = self.placed_here()
+            if (self.placement is not None and self.instance_id in self.placement.record.instances
+                    and all(n in self.owned and self.owned[n].loaded.is_set() for n in placed)):
+                return
+            await changed.wait()
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self.group_partitions = await group_partitions(self.zk)
+        self.placement = Placement(self.zk, self.membership, self.group_partitions)
+        changes = self.registry.subscribe()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(self.membership.run)
+            await nursery.start(self.placement.run)
+            self._reconcile()  # before started(): from now on, what is placed here is being taken
+            nursery.start_soon(self._follow_placement)
+            nursery.start_soon(self._report_loaded)
+            task_status.started()
+            async for change in changes:
+                for owned in self.owned.values():
+                    owned.groups.topics_changed(change.topic, change.new_partitions)
+
+    async def _follow_placement(self) -> None:
+        while True:
+            updated = self.placement.updated
+            self._reconcile()
+            self._touch()
+            await updated.wait()
+
+    def _touch(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def _reconcile(self) -> None:
+        """Start a slot for every group-partition placed here; tell the others to go."""
+        if self._nursery is None or self._nursery.cancel_scope.cancel_called:
+            return
+        wanted = set() if self.guard.fenced or self._stopping else set(self.placed_here())
+        for n, slot in self._slots.items():
+            if n not in wanted:
+                slot.unwanted.set()
+        for n in sorted(wanted - set(self._slots)):
+            slot = self._slots[n] = _Slot(n)
+            self._nursery.start_soon(self._keep, slot)
+
+    async def _report_loaded(self) -> None:
+        started = trio.current_time()
+        await self.all_loaded()
+        self.log.info("group-partitions loaded", count=len(self.owned), groups=len(self.all_groups()),
+                      duration_s=round(trio.current_time() - started, 3))
+
+    # -- one group-partition --------------------------------------------------------------
+
+    async def _keep(self, slot: _Slot) -> None:
+        n = slot.partition
+        placed_at = trio.current_time()
+        try:
+            with slot.scope:
+                taken = await self._take(slot)
+                if taken is None:
+                    return  # placed elsewhere before it could be taken
+                slot.fence, previous = taken
+                reason = _gained_reason(previous, self.instance_id)
+                store = PartitionStore(self.zk, slot.fence, self.guard)
+                owned = slot.owned = Owned(store, GroupSet(
+                    self.group_config, self.assignors, self._partitions_of, store.write_group, self.strict,
+                    self.events, lease=self.guard.wait_current))
+                self.owned[n] = owned
+                self._touch()
+                self.events.emit("ownership_gained", None, partition=n, epoch=slot.fence.epoch, reason=reason)
+                metrics.PARTITIONS_GAINED.labels(reason).inc()
+                async with trio.open_nursery() as inner:
+                    inner.start_soon(self._serve, n, owned, reason, _downtime(previous, placed_at))
+                    await slot.unwanted.wait()
+                    stopped_ms = int(time.time() * 1000)
+                    owned.releasing = True
+                    with trio.move_on_after(HANDOVER_DRAIN):
+                        await owned.store.close()
+                    owned.groups.unload()
+                    inner.cancel_scope.cancel()
+                del self.owned[n]
+                self._touch()
+                await self._release(slot, stopped_ms)
+        finally:
+            if self._slots.get(n) is slot:  # else fenced() has dropped it already
+                del self._slots[n]
+                self.owned.pop(n, None)
+                self._touch()
+                self._reconcile()  # placed here again meanwhile
+
+    async def _take(self, slot: _Slot) -> tuple[Fence, Previous] | None:
+        """Acquire the slot's group-partition, or None once it is no longer wanted."""
+        taken = None
+        async with trio.open_nursery() as nursery:
+            async def taking() -> None:
+                nonlocal taken
+                while True:
+                    try:
+                        taken = await take(self.zk, slot.partition, self.instance_id)
+                        break
+                    except (KazooException, StoreUnavailable, StoreError) as exc:
+                        self.log.warning("taking a group-partition failed; retrying", partition=slot.partition,
+                                         error=str(exc) or type(exc).__name__)
+                        await trio.sleep(RETRY)
+                nursery.cancel_scope.cancel()
+
+            async def abandoning() -> None:
+                await slot.unwanted.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(taking)
+            nursery.start_soon(abandoning)
+        if taken is not None and slot.unwanted.is_set():  # taken just as it went elsewhere
+            slot.fence = taken[0]
+            await self._release(slot, int(time.time() * 1000), announce=False)
+            return None
+        return taken
+
+    async def _serve(self, n: int, owned: Owned, reason: str, downtime: Callable[[], float] | None) -> None:
+        started = trio.current_time()
+        while True:  # a disconnection while loading: load again once reconnected
+            try:
+                loaded = await owned.store.load()
+                break
+            except KazooException as exc:
+                self.log.warning("loading a group-partition failed; retrying", partition=n,
+                                 error=str(exc) or type(exc).__name__)
+                await trio.sleep(RETRY)
+        now = trio.current_time()
+        for group_id, data in loaded.groups.items():
+            owned.groups.adopt(restore(group_id, data, now, self.group_config), counted(data))
+        metrics.GROUP_LOAD_SECONDS.observe(trio.current_time() - started)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(owned.store.run_writer)
+            await nursery.start(owned.groups.run)
+            owned.groups.check_topics()
+            owned.loaded.set()
+            self._touch()
+            if downtime is not None:
+                metrics.TAKEOVER_SECONDS.labels(reason).observe(max(0.0, downtime()))
+            self.log.info("group-partition gained", partition=n, reason=reason, epoch=owned.store.fence.epoch,
+                          groups=len(loaded.groups), offsets_groups=len(loaded.offsets),
+                          load_s=round(trio.current_time() - started, 3))
+
+    async def _release(self, slot: _Slot, stopped_ms: int, announce: bool = True) -> None:
+        reason = "shutdown" if self._stopping else "handover"
+        try:
+            await release(self.zk, slot.fence, self.instance_id, stopped_ms)
+        except (NotOwner, StoreUnavailable, StoreError, KazooException) as exc:
+            # not released: the next owner waits for this session to end instead
+            self.log.warning("could not release a group-partition", partition=slot.partition,
+                             error=str(exc) or type(exc).__name__)
+        if not announce:
+            return
+        self.events.emit("ownership_lost", None, partition=slot.partition, epoch=slot.fence.epoch, reason=reason)
+        metrics.PARTITIONS_LOST.labels(reason).inc()
+        self.log.info("group-partition handed over", partition=slot.partition, reason=reason)
+
+    def _partitions_of(self, topic: str) -> int:
+        return self.registry.partitions.get(topic, 0)
+
+    # -- the session ------------------------------------------------------------------------
+
+    def fenced(self) -> None:
+        """The session guard's verdict: this instance owns nothing any more. Every slot is
+        dropped at once; nothing is released (the session that holds the owner znodes may be
+        gone, and if it is not, a leftover is removed when the partition is taken again)."""
+        for n, slot in self._slots.items():
+            if slot.owned is not None:
+                slot.owned.releasing = True
+                slot.owned.groups.unload()
+                self.events.emit("ownership_lost", None, partition=n, epoch=slot.fence.epoch,
+                                 reason="session lost")
+                metrics.PARTITIONS_LOST.labels("session lost").inc()
+            slot.scope.cancel()
+        if self._slots:
+            self.log.warning("ownership dropped: the ZooKeeper session is lost or suspended too long",
+                             partitions=len(self.owned))
+        self._slots.clear()
+        self.owned.clear()
+        self._touch()
+
+    def recovered(self) -> None:
+        """Connected again after a fence: take this instance's share afresh."""
+        self.log.info("ZooKeeper session usable again; taking group-partitions afresh")
+        self._reconcile()
+
+    async def hand_over(self, timeout: float) -> None:
+        """Graceful shutdown: leave the live set and the placement at once, so the others
+        take over now rather than after the session timeout, and release every
+        group-partition in order; FindCoordinator answered here meanwhile names the new
+        owners."""
+        self._stopping = True
+        self.placement.leaving = True
+        await self.membership.deregister()
+        try:
+            await self.placement.sync()
+        except KazooException:
+            pass  # the others rewrite it when they see this instance gone
+        self._reconcile()
+        with trio.move_on_after(timeout):
+            while self._slots:
+                await self.changed.wait()
+
+
+def _gained_reason(previous: Previous, me: int) -> str:
+    if previous.instance is None:
+        return "new"
+    if previous.released_ms is not None:
+        return "handover"
+    return "recovered" if previous.instance == me else "failover"
+
+
+def _downtime(previous: Previous, placed_at: float) -> Callable[[], float] | None:
+    """How long the group-partition has not been served: since the previous owner stopped
+    serving it (recorded with its release, wall clock) for a handover; for a failover, since
+    it was placed here, its owner's session having just been seen to end."""
+    if previous.instance is None:
+        return None
+    if previous.released_ms is not None:
+        return lambda: time.time() - previous.released_ms / 1000
+    return lambda: trio.current_time() - placed_at
