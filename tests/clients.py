@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import socket
 import struct
 import threading
@@ -12,9 +13,10 @@ from kafka import KafkaConsumer
 from kafka.errors import CommitFailedError, RebalanceInProgressError
 
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
-from protocol.consumer import decode_assignment, encode_subscription
-from protocol.messages import ConsumerProtocolSubscription, build
-from protocol.schemas import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, METADATA, OFFSET_COMMIT, SYNC_GROUP
+from protocol.consumer import decode_assignment, encode_assignment, encode_subscription
+from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition, build
+from protocol.schemas import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, METADATA, OFFSET_COMMIT,
+                              OFFSET_FETCH, SYNC_GROUP)
 
 
 def kp_consumer(bootstrap: str, group: str, *topics: str, **extra) -> KafkaConsumer:
@@ -104,14 +106,21 @@ def poll_until(condition, *consumers, timeout: float = 45.0) -> None:
 class RawConnection:
     """One connection speaking the protocol through our own codec, one request at a time."""
 
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    def __init__(self, port: int, timeout: float = 30.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self._correlation = 0
 
     def call(self, api, version: int, body: dict):
+        self.send(api, version, body)
+        return self.receive(api, version)
+
+    def send(self, api, version: int, body: dict) -> None:
+        """A request without waiting for its answer (`receive` reads it)."""
         self._correlation += 1
         request = build(api.request.struct, body)
         self.sock.sendall(encode_request(RequestHeader(api.key, version, self._correlation, "raw"), request))
+
+    def receive(self, api, version: int):
         size = struct.unpack(">i", self._read(4))[0]
         correlation_id, response = decode_response(api.key, version, self._read(size))
         assert correlation_id == self._correlation
@@ -121,7 +130,8 @@ class RawConnection:
         data = b""
         while len(data) < n:
             chunk = self.sock.recv(n - len(data))
-            assert chunk, "connection closed by the server"
+            if not chunk:
+                raise ConnectionError("connection closed by the server")
             data += chunk
         return data
 
@@ -153,6 +163,9 @@ def join_together(first: "RawMember", second: "RawMember") -> tuple[dict, dict]:
     return mine, theirs
 
 
+REBALANCE_TIMEOUT = 10.0  # seconds, of RawMember's JoinGroups
+
+
 class RawMember(RawConnection):
     """A group member without a client's own decisions: for server behaviour a real client
     would hide, or race with."""
@@ -165,14 +178,23 @@ class RawMember(RawConnection):
         self.strategies = strategies
         self.session_timeout_ms = session_timeout_ms
         self.group, self.member_id, self.generation = group, "", -1
+        self.subscribe(*topics)
+
+    def subscribe(self, *topics: str) -> None:
+        """What the next JoinGroup subscribes to."""
         self.subscription = encode_subscription(ConsumerProtocolSubscription(topics=list(topics)), 0)
+
+    def join_request(self) -> tuple:
+        """(api, version, body) of this member's JoinGroup."""
+        return JOIN_GROUP, self.VERSIONS["join"], {
+            "group_id": self.group, "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": int(REBALANCE_TIMEOUT * 1000),
+            "member_id": self.member_id, "protocol_type": "consumer",
+            "protocols": [{"name": name, "metadata": self.subscription} for name in self.strategies]}
 
     def join(self):
         """One JoinGroup: the response (its member id is kept)."""
-        joined = self.call(JOIN_GROUP, self.VERSIONS["join"], {
-            "group_id": self.group, "session_timeout_ms": self.session_timeout_ms, "rebalance_timeout_ms": 10000,
-            "member_id": self.member_id, "protocol_type": "consumer",
-            "protocols": [{"name": name, "metadata": self.subscription} for name in self.strategies]})
+        joined = self.call(*self.join_request())
         self.member_id = joined.member_id
         return joined
 
@@ -203,17 +225,246 @@ class RawMember(RawConnection):
             time.sleep(0.01)
         return self.join_and_sync()
 
+    def heartbeat_request(self) -> tuple:
+        return HEARTBEAT, self.VERSIONS["heartbeat"], {
+            "group_id": self.group, "generation_id": self.generation, "member_id": self.member_id}
+
     def heartbeat(self) -> ErrorCode:
-        return ErrorCode(self.call(HEARTBEAT, self.VERSIONS["heartbeat"], {
-            "group_id": self.group, "generation_id": self.generation, "member_id": self.member_id}).error_code)
+        return ErrorCode(self.call(*self.heartbeat_request()).error_code)
 
     def leave(self) -> ErrorCode:
         return ErrorCode(self.call(LEAVE_GROUP, 0, {"group_id": self.group, "member_id": self.member_id}).error_code)
 
-    def commit(self, topic: str, offsets: dict[int, int]) -> list[ErrorCode]:
-        """OffsetCommit v7 in this member's generation: the partitions' error codes."""
-        answer = self.call(OFFSET_COMMIT, 7, {
+    def commit_request(self, topic: str, offsets: dict[int, int]) -> tuple:
+        return OFFSET_COMMIT, 7, {
             "group_id": self.group, "generation_id_or_member_epoch": self.generation, "member_id": self.member_id,
             "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": o}
-                                                      for p, o in offsets.items()]}]})
+                                                      for p, o in offsets.items()]}]}
+
+    def commit(self, topic: str, offsets: dict[int, int]) -> list[ErrorCode]:
+        """OffsetCommit v7 in this member's generation: the partitions' error codes."""
+        answer = self.call(*self.commit_request(topic, offsets))
         return [ErrorCode(p.error_code) for t in answer.topics for p in t.partitions]
+
+
+MOVED = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+ANSWER_WITHIN = 2.0  # seconds a roaming member waits for an answer, but for a JoinGroup
+WAIT = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REBALANCE_IN_PROGRESS)
+
+
+def find_coordinator(bootstraps: list[int], group: str, timeout: float = 30.0) -> int:
+    """The port of `group`'s coordinator, asking each instance in turn until one answers."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for port in bootstraps:
+            try:  # an instance that does not answer at once is dead or paused: ask another
+                connection = RawConnection(port, timeout=ANSWER_WITHIN)
+            except OSError:
+                continue
+            try:
+                answer = connection.call(FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
+            except OSError:
+                continue
+            finally:
+                connection.close()
+            if answer.error_code == ErrorCode.NONE:
+                return answer.port
+        assert time.monotonic() < deadline, f"no coordinator found for {group}"
+        time.sleep(0.05)
+
+
+def committed(bootstraps: list[int], group: str, timeout: float = 30.0) -> dict[tuple[str, int], int]:
+    """Every committed offset of `group`, from its coordinator wherever it is now."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            connection = RawConnection(find_coordinator(bootstraps, group))
+            try:
+                answer = connection.call(OFFSET_FETCH, 5, {"group_id": group, "topics": None})
+            finally:
+                connection.close()
+            if answer.error_code == ErrorCode.NONE:
+                return {(t.name, p.partition_index): p.committed_offset for t in answer.topics
+                        for p in t.partitions if p.committed_offset >= 0}
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"the offsets of {group} could not be fetched"
+        time.sleep(0.05)
+
+
+class RoamingMember(RawMember):
+    """A raw member that finds its coordinator through any instance and follows it when it
+    moves, as a client does: a coordinator error or a broken connection sends it to
+    FindCoordinator again, and the request is repeated there. For strategies the server does
+    not know, the leader assigns `partitions` round-robin."""
+
+    def __init__(self, bootstraps: list[int], group: str, *topics: str, partitions: dict[str, int] | None = None,
+                 **kwargs):
+        self.bootstraps = list(bootstraps)
+        self.partitions = partitions or {}
+        super().__init__(find_coordinator(self.bootstraps, group), group, *topics, **kwargs)
+        self.assignment: dict[str, list[int]] = {}
+        self.joining = False  # a JoinGroup was sent and its answer not read
+        self.syncing = False  # a generation joined, its assignment not collected yet
+
+    def send_join(self) -> None:
+        """Send a JoinGroup without waiting for its answer (it may wait for a rebalance)."""
+        self.send(*self.join_request())
+        self.joining = True
+
+    def receive_join(self):
+        """The answer to `send_join`; its generation becomes this member's."""
+        joined = self.receive(*self.join_request()[:2])
+        self.joining = False
+        self.member_id, self.generation = joined.member_id, joined.generation_id
+        self.syncing = joined.error_code == ErrorCode.NONE
+        return joined
+
+    def relocate(self, timeout: float = 30.0) -> None:
+        self.sock.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.sock = socket.create_connection(
+                    ("127.0.0.1", find_coordinator(self.bootstraps, self.group)), timeout=ANSWER_WITHIN)
+                return
+            except OSError:
+                assert time.monotonic() < deadline, "the coordinator could not be reached"
+                time.sleep(0.05)
+
+    def call(self, api, version: int, body: dict):
+        for _ in range(200):
+            # a JoinGroup waits for the rebalance, up to its timeout; anything else answers at once
+            self.sock.settimeout(REBALANCE_TIMEOUT + ANSWER_WITHIN if api is JOIN_GROUP else ANSWER_WITHIN)
+            try:
+                return super().call(api, version, body)
+            except OSError:  # the coordinator went away mid-request: ask again, elsewhere
+                self.relocate()
+        raise AssertionError("no coordinator answered")
+
+    def step(self) -> ErrorCode:
+        """One turn of a client's loop: a heartbeat, and what its answer asks for; a JoinGroup
+        whose answer was lost (its coordinator died) is sent again first."""
+        if self.joining:
+            self.relocate()  # what was sent on the old connection is gone with it
+            self.joining = False
+            self.rejoin()
+            return ErrorCode.NONE
+        if self.syncing:  # a client collects the assignment of the generation it joined
+            error, assignment = self.sync([])
+            if error == ErrorCode.NONE:
+                self.syncing, self.assignment = False, assignment
+            elif error in MOVED:
+                self.relocate()
+            elif error in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
+                           ErrorCode.UNKNOWN_MEMBER_ID):
+                self.syncing = False
+                self.member_id = "" if error == ErrorCode.UNKNOWN_MEMBER_ID else self.member_id
+                self.rejoin()
+            return error
+        error = self.heartbeat()
+        if error in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
+            self.rejoin()
+        elif error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
+            self.member_id = ""
+            self.rejoin()
+        elif error in MOVED:
+            self.relocate()
+        elif error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            time.sleep(0.05)
+        return error
+
+    def rejoin(self, timeout: float = 60.0) -> dict[str, list[int]]:
+        """Join and sync until a generation is formed, whatever happens meanwhile."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert time.monotonic() < deadline, "no generation formed in time"
+            joined = self.join()
+            error = ErrorCode(joined.error_code)
+            if error in (ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.UNKNOWN_MEMBER_ID):
+                self.member_id = "" if error == ErrorCode.UNKNOWN_MEMBER_ID else self.member_id
+                continue
+            if error in MOVED:
+                self.relocate()
+                continue
+            if error in WAIT:
+                time.sleep(0.05)
+                continue
+            assert error == ErrorCode.NONE, error
+            self.generation = joined.generation_id
+            error, assignment = self.sync(self._leader_assignments(joined))
+            if error == ErrorCode.NONE:
+                self.syncing, self.assignment = False, assignment
+                return assignment
+            if error == ErrorCode.UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+            elif error in MOVED:
+                self.relocate()
+            else:
+                assert error in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION), error
+
+    def sync(self, assignments: list[dict]) -> tuple[ErrorCode, dict[str, list[int]]]:
+        synced = self.call(SYNC_GROUP, self.VERSIONS["sync"], {
+            "group_id": self.group, "generation_id": self.generation, "member_id": self.member_id,
+            "assignments": assignments})
+        if synced.error_code != ErrorCode.NONE or not synced.assignment:
+            return ErrorCode(synced.error_code), {}
+        return ErrorCode.NONE, {tp.topic: sorted(tp.partitions)
+                                for tp in decode_assignment(synced.assignment)[1].assigned_partitions}
+
+    def _leader_assignments(self, joined) -> list[dict]:
+        if not self.partitions or joined.leader != self.member_id:
+            return []
+        members = sorted(m.member_id for m in joined.members)
+        given: dict[str, dict[str, list[int]]] = {m: {} for m in members}
+        every = [(t, p) for t in sorted(self.partitions) for p in range(self.partitions[t])]
+        for i, (t, p) in enumerate(every):
+            given[members[i % len(members)]].setdefault(t, []).append(p)
+        return [{"member_id": m, "assignment": encode_assignment(ConsumerProtocolAssignment(assigned_partitions=[
+            TopicPartition(topic=t, partitions=ps) for t, ps in sorted(tps.items())]), 0)}
+            for m, tps in given.items()]
+
+    def commit_assigned(self, offset: int, acked: dict[tuple[str, int], int]) -> None:
+        """Commit `offset` for every assigned partition; what is acknowledged goes to `acked`."""
+        for topic, partitions in sorted(self.assignment.items()):
+            errors = self.commit(topic, {p: offset for p in partitions})
+            for p, error in zip(partitions, errors):
+                if error == ErrorCode.NONE:
+                    acked[(topic, p)] = max(acked.get((topic, p), -1), offset)
+
+
+class ClientLoop(threading.Thread):
+    """Runs members' client loops (heartbeat, rejoin, follow the coordinator) and commits a
+    rising offset on every assigned partition each turn, recording every acknowledgement."""
+
+    _offsets = itertools.count(1)
+
+    def __init__(self, member: RoamingMember, acked: dict[tuple[str, int], int], lock: threading.Lock,
+                 commit: bool = True):
+        super().__init__(daemon=True)
+        self.member, self.acked, self.lock, self.commit = member, acked, lock, commit
+        self.stopping = threading.Event()
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self.member.step()
+                if self.commit and self.member.assignment:
+                    with self.lock:
+                        offset = next(self._offsets)
+                    mine: dict[tuple[str, int], int] = {}
+                    self.member.commit_assigned(offset, mine)
+                    with self.lock:
+                        for tp, o in mine.items():
+                            self.acked[tp] = max(self.acked.get(tp, -1), o)
+                self.stopping.wait(0.05)
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
+            self.failure = exc
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(60)
+        assert not self.is_alive(), "a client loop did not stop"
+        if self.failure is not None:
+            raise self.failure

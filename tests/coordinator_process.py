@@ -24,14 +24,19 @@ _runs = itertools.count()
 
 
 class CoordinatorProcess:
-    def __init__(self, zookeeper, tmp_path: Path, env: dict[str, str] | None = None, **config):
-        self.chroot = f"/gk-test-{next(_runs)}-{int(time.time() * 1000)}"
+    def __init__(self, zookeeper, tmp_path: Path, env: dict[str, str] | None = None, chroot: str | None = None,
+                 **config):
+        """`chroot`: join the cluster of another CoordinatorProcess (give it its `chroot` and
+        an `instance_id` of its own); default: a cluster of its own."""
+        if chroot is None:
+            chroot = f"/gk-test-{next(_runs)}-{int(time.time() * 1000)}"
+            client = KazooClient(hosts=zookeeper.connect_string)
+            client.start(timeout=10)
+            client.ensure_path(chroot)
+            client.stop()
+            client.close()
+        self.chroot = chroot
         self.zookeeper = zookeeper.connect_string + self.chroot
-        client = KazooClient(hosts=zookeeper.connect_string)
-        client.start(timeout=10)
-        client.ensure_path(self.chroot)
-        client.stop()
-        client.close()
         self.port, self.metrics_port = free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.tmp_path = tmp_path
@@ -102,6 +107,12 @@ class CoordinatorProcess:
         finally:
             connection.close()
 
+    def signal(self, signum: int) -> None:
+        """SIGKILL, SIGSTOP, SIGCONT, ...: a crash, a pause, a resumption."""
+        self.process.send_signal(signum)
+        if signum == signal.SIGKILL:
+            self.process.wait()
+
     def stop(self) -> int:
         if self.process is None or self.process.poll() is not None:
             return self.process.returncode if self.process else 0
@@ -112,3 +123,10 @@ class CoordinatorProcess:
             if self.process.poll() is None:
                 self.process.kill()
                 self.process.wait()
+
+
+def cluster(zookeeper, tmp_path: Path, size: int, **config) -> list[CoordinatorProcess]:
+    """`size` instances (ids 0, 1, ...) of one cluster, not started yet."""
+    first = CoordinatorProcess(zookeeper, tmp_path, instance_id=0, **config)
+    return [first] + [CoordinatorProcess(zookeeper, tmp_path, chroot=first.chroot, instance_id=i, **config)
+                      for i in range(1, size)]
