@@ -242,9 +242,25 @@ class GroupsAdmin:
             raise AdminError(f"the coordinator of group {group!r} is not available ({error_name(error)})")
         return node
 
-    def _at_coordinator(self, group: str) -> tuple[Node, Connection]:
-        node = self.coordinator(group)
-        return node, self.connect(node.host, node.port)
+    def _at_coordinator(self, group: str, ask: Callable[[Connection], tuple[int, Any]]) -> tuple[Node, int, Any]:
+        """`ask` the group's coordinator; again while it answers a retriable error, for up to
+        the timeout, finding the coordinator anew when the group has moved (NOT_COORDINATOR,
+        COORDINATOR_NOT_AVAILABLE) or the node went away. (node, error, answer)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            node = self.coordinator(group)
+            try:
+                error, value = ask(self.connect(node.host, node.port))
+            except Unreachable:
+                self._connections.pop((node.host, node.port), None)  # it may be back in a moment
+                if time.monotonic() >= deadline:
+                    raise
+                error, value = E.COORDINATOR_NOT_AVAILABLE, None
+            if not _retriable(error) or time.monotonic() >= deadline:
+                return node, error, value
+            if error in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE):
+                self._connections.pop((node.host, node.port), None)
+            time.sleep(0.1)
 
     def list_groups(self) -> list[tuple[str, str, str | None]]:
         """(group, protocol type, state or None when the coordinator does not say) of the
@@ -263,20 +279,17 @@ class GroupsAdmin:
 
     def describe(self, group: str) -> tuple[Node, Any]:
         """The coordinator and DescribeGroups' answer for `group` (state "Dead" when unknown)."""
-        node, connection = self._at_coordinator(group)
-
-        def describe():
+        def describe(connection: Connection):
             described = connection.call(DESCRIBE_GROUPS, {"groups": [group]}).groups[0]
             return described.error_code, described
-        error, described = self._until_settled(describe)
+        node, error, described = self._at_coordinator(group, describe)
         if error != E.NONE:
             raise AdminError(f"describing group {group!r} failed: {error_name(error)}")
         return node, described
 
     def committed(self, group: str) -> dict[TopicPartition, int]:
         """Every committed offset of `group`."""
-        _, connection = self._at_coordinator(group)
-        error, answer = self._until_settled(lambda: _with_error(
+        _, error, answer = self._at_coordinator(group, lambda connection: _with_error(
             connection.call(OFFSET_FETCH, {"group_id": group, "topics": None})))
         if error != E.NONE:
             raise AdminError(f"fetching the offsets of group {group!r} failed: {error_name(error)}")
@@ -286,19 +299,23 @@ class GroupsAdmin:
     def commit(self, group: str, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Commit as an admin (no member, generation -1), which a coordinator accepts only
         while the group has no members; the error code of each partition."""
-        _, connection = self._at_coordinator(group)
         topics = sorted({t for t, _ in offsets})
-        answer = connection.call(OFFSET_COMMIT, {
-            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": p, "committed_offset": o, "committed_metadata": ""}
-                for (t, p), o in sorted(offsets.items()) if t == topic]} for topic in topics]})
-        return {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
+
+        def commit(connection: Connection):
+            answer = connection.call(OFFSET_COMMIT, {
+                "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "topics": [{"name": topic, "partitions": [
+                    {"partition_index": p, "committed_offset": o, "committed_metadata": ""}
+                    for (t, p), o in sorted(offsets.items()) if t == topic]} for topic in topics]})
+            errors = {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
+            moved = {e for e in errors.values() if e in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE)}
+            return (moved.pop() if moved else E.NONE), errors  # a moved group: ask its new coordinator
+        _, _, errors = self._at_coordinator(group, commit)
+        return errors
 
     def delete(self, group: str) -> int:
         """DeleteGroups' error code for `group`."""
-        _, connection = self._at_coordinator(group)
-        error, _ = self._until_settled(lambda: (
+        _, error, _ = self._at_coordinator(group, lambda connection: (
             connection.call(DELETE_GROUPS, {"groups_names": [group]}).results[0].error_code, None))
         return error
 

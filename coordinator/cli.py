@@ -192,6 +192,27 @@ def brokers_list(as_json: bool, hosts: str) -> None:
         click.echo(f"{b.id:<6} {b.host:<30} {b.port:<6} {b.rack or '-'}")
 
 
+@main.command("cluster")
+@click.option("--json", "as_json", is_flag=True, help="As JSON.")
+@zookeeper_option
+def cluster_status(as_json: bool, hosts: str) -> None:
+    """Live coordinator instances, the group-partitions each holds and the groups stored in them."""
+    from .cluster.status import ranges, read_status
+    status = _admin_call(hosts, lambda admin: read_status(admin.client))
+    if as_json:
+        click.echo(json.dumps(status.as_json()))
+        return
+    rows = [["ID", "HOST", "PORT", "GROUP-PARTITIONS", "GROUPS", "OWNED"]] + [
+        [str(i.id), i.host, str(i.port), str(len(i.group_partitions)), str(i.groups), ranges(i.group_partitions)]
+        for i in status.instances]
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    click.echo(f"\n{len(status.instances)} live instance(s); {status.group_partitions - len(status.unowned)} of "
+               f"{status.group_partitions} group-partitions owned"
+               + (f"; without an owner: {ranges(status.unowned)}" if status.unowned else ""))
+
+
 @main.command()
 @click.option("--strategy", required=True, help="A strategy name: built in, entry point or --config [assignors].")
 @click.option("--input", "source", type=click.File("r"), default="-", show_default=True,

@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 from coordinator.cluster.placement import DEFAULT_GROUP_PARTITIONS, partition_for
 from coordinator.store import layout
 from protocol import ErrorCode
-from protocol.schemas import DESCRIBE_GROUPS, METADATA, OFFSET_FETCH
+from protocol.schemas import DESCRIBE_GROUPS, METADATA, OFFSET_COMMIT, OFFSET_FETCH
 
 from .clients import ClientLoop, RawConnection, RoamingMember, committed, find_coordinator
 from .coordinator_process import CoordinatorProcess, cluster
@@ -295,3 +295,35 @@ def _serving(process: CoordinatorProcess) -> int:
     _, body = process.scrape()
     line = next(line for line in body.splitlines() if line.startswith("groupkeeper_owned_group_partitions "))
     return int(float(line.split()[1]))
+
+
+def test_a_second_instance_serves_half_of_the_groups_within_seconds(zookeeper, tmp_path):
+    a, b = cluster(zookeeper, tmp_path, 2)
+    a.start()
+    try:
+        groups = [f"standalone-{i}" for i in range(40)]
+        connection = RawConnection(a.port)
+        for i, group in enumerate(groups):  # committed offsets only, as standalone consumers leave them
+            answer = connection.call(*_standalone_commit(group, i))
+            assert answer.topics[0].partitions[0].error_code == ErrorCode.NONE
+        connection.close()
+        started = time.monotonic()
+        b.start()
+        took = time.monotonic() - started
+        assert took < 10, took
+        assert _metadata_nodes(a.port) == _metadata_nodes(b.port) == 2
+        on_b = [g for g in groups if find_coordinator([a.port], g) == b.port]
+        assert 10 <= len(on_b) <= 30, len(on_b)  # about half: 25 of 50 group-partitions each
+        assert _serving(a) == _serving(b) == 25
+        for group in groups:  # each served where FindCoordinator says, with its offsets
+            i = groups.index(group)
+            assert committed([b.port], group) == {("t", 0): 1000 + i}
+    finally:
+        b.stop()
+        a.stop()
+
+
+def _standalone_commit(group: str, i: int):
+    return OFFSET_COMMIT, 7, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                              "topics": [{"name": "t", "partitions": [{"partition_index": 0,
+                                                                      "committed_offset": 1000 + i}]}]}
