@@ -17,7 +17,7 @@ from . import daemon, logs
 from .config import ConfigError, load_config
 from .groups_cli import groups
 from .store.topic_admin import AdminError, RegistryAdmin
-from .store.zkserver import ZooKeeperServer, ZooKeeperUnavailable
+from .store.zkserver import Peer, ZooKeeperServer, ZooKeeperUnavailable
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 zookeeper_option = click.option(
@@ -93,9 +93,17 @@ def _leaves(group: BaseExceptionGroup):
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--tick-ms", default=2000, show_default=True, type=click.IntRange(10, 60000),
               help="ZooKeeper's tickTime: sessions may last 2 to 20 ticks.")
-def zookeeper(data_dir: str, port: int, host: str, tick_ms: int) -> None:
-    """Run a standalone ZooKeeper server in the foreground until SIGINT or SIGTERM."""
-    server = ZooKeeperServer(data_dir, port, host, tick_ms)
+@click.option("--ensemble", metavar="HOST:QUORUM:ELECTION,...",
+              help="Run as one node of this ensemble (server ids 1, 2, ... in this order).")
+@click.option("--server-id", type=click.IntRange(1, 255), help="This node's id in --ensemble.")
+def zookeeper(data_dir: str, port: int, host: str, tick_ms: int, ensemble: str | None, server_id: int | None) -> None:
+    """Run a ZooKeeper server (standalone, or a node of --ensemble) in the foreground until
+    SIGINT or SIGTERM."""
+    try:
+        peers = [Peer.parse(text) for text in ensemble.split(",")] if ensemble else None
+        server = ZooKeeperServer(data_dir, port, host, tick_ms, peers=peers, server_id=server_id)
+    except ValueError as exc:
+        raise click.ClickException(f"--ensemble/--server-id: {exc}") from None
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -103,7 +111,8 @@ def zookeeper(data_dir: str, port: int, host: str, tick_ms: int) -> None:
         server.start(foreground=True)
     except ZooKeeperUnavailable as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"groupkeeper: ZooKeeper serving on {server.connect_string}", err=True)
+    role = f" (node {server_id} of {len(peers)})" if peers else ""
+    click.echo(f"groupkeeper: ZooKeeper serving on {server.connect_string}{role}", err=True)
     try:
         while not stop.wait(0.2):
             if server.process is None or server.process.poll() is not None:

@@ -445,10 +445,12 @@ class ClientLoop(threading.Thread):
         self.member, self.acked, self.lock, self.commit = member, acked, lock, commit
         self.stopping = threading.Event()
         self.failure: BaseException | None = None
+        self.turns = 0
 
     def run(self) -> None:
         try:
             while not self.stopping.is_set():
+                self.turns += 1
                 self.member.step()
                 if self.commit and self.member.assignment:
                     with self.lock:
@@ -468,3 +470,33 @@ class ClientLoop(threading.Thread):
         assert not self.is_alive(), "a client loop did not stop"
         if self.failure is not None:
             raise self.failure
+
+
+def converge(members: list[RoamingMember], partitions: set[tuple[str, int]], acked: dict, timeout: float = 60.0):
+    """Run every member's client loop until they share one generation whose assignment covers
+    `partitions` exactly once; then stop them (commits included) and check it again."""
+    lock = threading.Lock()
+    loops = [ClientLoop(m, acked, lock) for m in members]
+    for loop in loops:
+        loop.start()
+    deadline = time.monotonic() + timeout
+    try:
+        while not one_generation(members, partitions):
+            assert time.monotonic() < deadline, [(m.generation, m.assignment) for m in members]
+            assert all(loop.is_alive() for loop in loops), [loop.failure for loop in loops]
+            time.sleep(0.05)
+        then = [loop.turns for loop in loops]  # a few more turns (heartbeats, commits) in that generation
+        while any(loop.turns < turns + 3 for loop, turns in zip(loops, then)):
+            assert time.monotonic() < deadline and all(loop.is_alive() for loop in loops)
+            time.sleep(0.05)
+    finally:
+        for loop in loops:
+            loop.stop()
+    assert one_generation(members, partitions)
+    assert all(m.heartbeat() == ErrorCode.NONE for m in members)
+
+
+def one_generation(members: list[RoamingMember], partitions: set[tuple[str, int]]) -> bool:
+    owned = [(t, p) for m in members for t, ps in m.assignment.items() for p in ps]
+    return (len({m.generation for m in members}) == 1 and len(owned) == len(set(owned))
+            and set(owned) == partitions)

@@ -17,7 +17,6 @@ The phases, in this coordinator's protocol:
 from __future__ import annotations
 
 import signal
-import threading
 import time
 
 import pytest
@@ -28,7 +27,7 @@ from coordinator.store import layout
 from protocol import ErrorCode
 from protocol.schemas import DESCRIBE_GROUPS, METADATA, OFFSET_COMMIT, OFFSET_FETCH
 
-from .clients import ClientLoop, RawConnection, RoamingMember, committed, find_coordinator
+from .clients import RawConnection, RoamingMember, committed, converge, find_coordinator, one_generation
 from .coordinator_process import CoordinatorProcess, cluster
 
 SESSION = 3.0  # the instances' ZooKeeper session timeout: how long a failover takes to detect
@@ -51,33 +50,6 @@ def instances(zookeeper, tmp_path):
 def group_owned_by(owner: CoordinatorProcess, everyone: list[CoordinatorProcess], prefix: str) -> str:
     ports = [p.port for p in everyone]
     return next(g for i in range(1000) if find_coordinator(ports, g := f"{prefix}-{i}") == owner.port)
-
-
-def converge(members: list[RoamingMember], partitions: set[tuple[str, int]], acked: dict, timeout: float = 60.0):
-    """Run every member's client loop until they share one generation whose assignment covers
-    `partitions` exactly once; then stop them (commits included) and check it again."""
-    lock = threading.Lock()
-    loops = [ClientLoop(m, acked, lock) for m in members]
-    for loop in loops:
-        loop.start()
-    deadline = time.monotonic() + timeout
-    try:
-        while not _one_generation(members, partitions):
-            assert time.monotonic() < deadline, [(m.generation, m.assignment) for m in members]
-            assert all(loop.is_alive() for loop in loops), [loop.failure for loop in loops]
-            time.sleep(0.05)
-        time.sleep(0.5)  # a few more turns (heartbeats, commits) in that generation
-    finally:
-        for loop in loops:
-            loop.stop()
-    assert _one_generation(members, partitions)
-    assert all(m.heartbeat() == ErrorCode.NONE for m in members)
-
-
-def _one_generation(members: list[RoamingMember], partitions: set[tuple[str, int]]) -> bool:
-    owned = [(t, p) for m in members for t, ps in m.assignment.items() for p in ps]
-    return (len({m.generation for m in members}) == 1 and len(owned) == len(set(owned))
-            and set(owned) == partitions)
 
 
 def check_the_group(everyone: list[CoordinatorProcess], group: str, members: list[RoamingMember], acked: dict):
@@ -207,7 +179,7 @@ def test_phase_4_the_owner_dies_after_writing_the_generation_before_any_sync(ins
     # the new owner completes the written generation: each member's sync gets its share of it
     for m in members:
         wait_for(lambda: m.step() == ErrorCode.NONE and not m.syncing, what="the sync answered")
-    assert _one_generation(members, {("t", p) for p in range(6)}) and members[0].generation == new
+    assert one_generation(members, {("t", p) for p in range(6)}) and members[0].generation == new
     converge(members, {("t", p) for p in range(6)}, acked)
     assert members[0].generation == new  # completed, not repeated
     check_the_group(instances, group, members, acked)

@@ -1,6 +1,8 @@
-"""A standalone ZooKeeper server from Debian's packages, run as a child process.
+"""A ZooKeeper server from Debian's packages, run as a child process: standalone, or one
+node of an ensemble.
 
-Used three ways: `groupkeeper zookeeper` (in the foreground), `groupkeeper run` without
+Used four ways: `groupkeeper zookeeper` (in the foreground; with `--ensemble`, one node of
+an ensemble, as `deploy/local-cluster` runs three), `groupkeeper run` without
 `--zookeeper` (embedded, stopped on exit, like Solr's embedded ZooKeeper) and the test
 fixtures (free port, temporary data dir).
 """
@@ -13,11 +15,13 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")  # Debian's `zookeeper` package
 SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")  # its logging, from libslf4j-java
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+ENSEMBLE_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 INSTALL_HINT = "install Debian's packages: apt-get install zookeeper default-jre-headless"
 
 
@@ -51,16 +55,38 @@ def four_letter_word(host: str, port: int, word: bytes, timeout: float = 1.0) ->
     return b"".join(chunks)
 
 
+@dataclass(frozen=True)
+class Peer:
+    """One node of an ensemble as the others reach it: `host:quorum_port:election_port`."""
+    host: str
+    quorum_port: int
+    election_port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Peer:
+        host, quorum, election = text.rsplit(":", 2)
+        if not host or not quorum.isdigit() or not election.isdigit():
+            raise ValueError(f"{text!r} is not HOST:QUORUM_PORT:ELECTION_PORT")
+        return cls(host, int(quorum), int(election))
+
+
 class ZooKeeperServer:
-    """One standalone server; `start()` returns once it answers "imok"."""
+    """One server, standalone or, with `peers` (server ids 1, 2, ... in order) and its own
+    `server_id`, a node of an ensemble. `start()` returns once it serves: a standalone
+    server answers "imok", a node has joined a quorum (as leader or follower)."""
 
     def __init__(self, data_dir: str | os.PathLike, port: int, host: str = "127.0.0.1",
-                 tick_ms: int = 2000, max_client_connections: int = 1000):
+                 tick_ms: int = 2000, max_client_connections: int = 1000,
+                 peers: list[Peer] | None = None, server_id: int | None = None):
+        if peers and not (server_id and 1 <= server_id <= len(peers)):
+            raise ValueError(f"server id {server_id} is not one of the ensemble's 1-{len(peers)}")
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
         self.tick_ms = tick_ms
         self.max_client_connections = max_client_connections
+        self.peers = peers or []
+        self.server_id = server_id
         self.process: subprocess.Popen | None = None
 
     @property
@@ -72,24 +98,30 @@ class ZooKeeperServer:
         return self.data_dir / "zookeeper.log"
 
     def _write_config(self) -> Path:
-        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
-        config = self.data_dir / "zoo.cfg"
-        config.write_text("\n".join([
+        data = self.data_dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        lines = [
             f"tickTime={self.tick_ms}",
-            f"dataDir={self.data_dir / 'data'}",
+            f"dataDir={data}",
             f"clientPort={self.port}",
             f"clientPortAddress={self.host}",
             f"maxClientCnxns={self.max_client_connections}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=ruok,srvr,stat,mntr",
-            "",
-        ]))
+        ]
+        if self.peers:
+            (data / "myid").write_text(f"{self.server_id}\n")
+            lines += ["initLimit=10", "syncLimit=5"] + [
+                f"server.{n}={peer.host}:{peer.quorum_port}:{peer.election_port}"
+                for n, peer in enumerate(self.peers, start=1)]
+        config = self.data_dir / "zoo.cfg"
+        config.write_text("\n".join(lines + [""]))
         return config
 
     def command(self) -> list[str]:
         classpath = os.pathsep.join(str(p) for p in (ZOOKEEPER_JAR, SLF4J_BINDING) if p.exists())
         return [_java(), "-Xmx512m", "-Dzookeeper.admin.enableServer=false",
-                "-cp", classpath, MAIN_CLASS, str(self._write_config())]
+                "-cp", classpath, ENSEMBLE_MAIN_CLASS if self.peers else MAIN_CLASS, str(self._write_config())]
 
     def start(self, timeout: float = 30.0, foreground: bool = False) -> None:
         """Start the server; with `foreground`, its log goes to this process's stderr."""
@@ -110,7 +142,7 @@ class ZooKeeperServer:
                 raise ZooKeeperUnavailable(
                     f"ZooKeeper exited with status {self.process.returncode} (log: {self.log_path})")
             try:
-                if four_letter_word(self.host, self.port, b"ruok") == b"imok":
+                if self.serving():
                     return
             except OSError:
                 pass
@@ -119,6 +151,12 @@ class ZooKeeperServer:
                 raise ZooKeeperUnavailable(f"ZooKeeper did not answer on {self.connect_string} "
                                            f"within {timeout:.0f}s (log: {self.log_path})")
             time.sleep(0.05)
+
+    def serving(self) -> bool:
+        """Standalone: it answers. A node of an ensemble: it is in a quorum."""
+        if not self.peers:
+            return four_letter_word(self.host, self.port, b"ruok") == b"imok"
+        return b"Mode: " in four_letter_word(self.host, self.port, b"srvr")
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
