@@ -381,6 +381,30 @@ def bench_analyze(events: str, out: str, master: str, as_json: bool) -> None:
     click.echo(json.dumps(results, indent=2) if as_json else bench.table(results))
 
 
+@bench.command("failover")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--groups", "group_counts", default="1000,10000", show_default=True,
+              help="Comma-separated group counts, one run each.")
+@click.option("--session-timeout", default=6.0, show_default=True, type=click.FloatRange(4, 40),
+              help="The instances' ZooKeeper session timeout: the detection time of a kill -9.")
+def bench_failover(as_json: bool, group_counts: str, session_timeout: float) -> None:
+    """Groups over 3 instances; one killed (-9), then one stopped (SIGTERM): time until each
+    of its groups answers at its new owner, beside a plain read of what the new owner loads."""
+    from .bench import failover
+    try:
+        counts = [int(n) for n in group_counts.split(",")]
+    except ValueError:
+        raise click.ClickException(f"--groups: not a list of numbers: {group_counts!r}") from None
+    if not all(1 <= n <= 1_000_000 for n in counts):
+        raise click.ClickException("--groups: each count must be between 1 and 1000000")
+    logs.configure("console", logging.ERROR)
+    try:
+        result = failover.run(counts, session_timeout)
+    except (ZooKeeperUnavailable, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else failover.table(result))
+
+
 @bench.command("zk-commits")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--zookeeper", help="Use this ZooKeeper; absent: a fresh local one in a temporary directory.")

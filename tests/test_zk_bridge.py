@@ -8,6 +8,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from kazoo.protocol.states import KazooState
 
 from coordinator.store.bridge import ZooKeeperBridge
+from coordinator.store.multiread import CHILDREN, GET
 from coordinator.store.zkserver import ZooKeeperServer
 from coordinator.store.zkserver import free_port
 
@@ -107,5 +108,35 @@ async def test_session_expiry_is_seen_as_lost_then_recovers(zookeeper):
         assert KazooState.LOST in seen
         assert zk.client.client_id[0] != session_id  # a new session
         assert (await zk.exists("/")) is not None
+    finally:
+        await zk.stop()
+
+
+async def test_many_reads_in_multiread_requests_answer_as_single_reads_do(zookeeper):
+    """Under a chroot, with more reads than one request carries, present and missing znodes,
+    empty and binary data: each answer equals what kazoo's own single read gives."""
+    setup = KazooClient(hosts=zookeeper.connect_string)
+    setup.start(timeout=10)
+    setup.ensure_path("/multiread-chroot")
+    setup.stop()
+    setup.close()
+    zk = ZooKeeperBridge(zookeeper.connect_string + "/multiread-chroot")
+    await zk.start()
+    try:
+        await zk.ensure_path("/many")
+        for i in range(150):
+            await zk.create(f"/many/n{i}", bytes([i]) * (i % 7))
+        await zk.create("/many/n3/child", b"")
+        reads = [(GET, f"/many/n{i}") for i in range(150)] + [(CHILDREN, "/many/n3"), (CHILDREN, "/many/n4"),
+                                                               (GET, "/many/gone"), (CHILDREN, "/gone")]
+        answers = await zk.read_many(reads)
+        assert len(answers) == len(reads)
+        for i in range(150):
+            data, stat = answers[i]
+            expected, expected_stat = await zk.get(f"/many/n{i}")
+            assert data == expected and stat == expected_stat
+        assert answers[150] == ["child"] and answers[151] == []
+        assert isinstance(answers[152], NoNodeError) and isinstance(answers[153], NoNodeError)
+        assert await zk.read_many([]) == []
     finally:
         await zk.stop()

@@ -75,8 +75,12 @@ class Placement:
                 await self.membership.updated.wait()
                 self._refresher.poke()
 
-    def _live(self) -> set[int]:
-        live = set(self.membership.live)
+    async def _live(self) -> set[int]:
+        """The registered instances, read after the placement: ZooKeeper orders one session's
+        reads, so this is at least as new as the placement just read. (The membership's
+        watched view may lag it, and an instance acting on a lagging view would write a
+        placement with an instance that has just left, or without one that has just come.)"""
+        live = {int(name) for name in await self.zk.get_children(layout.INSTANCES) if name.isdigit()}
         if self.leaving:
             live.discard(self.membership.me.id)
         return live
@@ -93,7 +97,7 @@ class Placement:
                 if await self.zk.exists(path, watch=self._refresher.watch) is not None:
                     continue
                 current, stat = None, None
-            live = self._live()
+            live = await self._live()
             if current is not None and set(current.instances) == live:
                 self._publish(current)
                 return

@@ -23,9 +23,11 @@ from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
 from .. import metrics
+from .multiread import MultiRead
 
 _SECONDS = {op: metrics.ZOOKEEPER_SECONDS.labels(op) for op in
-            ("create", "get", "set", "exists", "get_children", "delete", "ensure_path", "multi")}
+            ("create", "get", "set", "exists", "get_children", "delete", "ensure_path", "multi", "multi_read")}
+READS_PER_REQUEST = 64  # reads in one multiRead: bounds a request's answer, whatever the znodes hold
 
 
 class ZooKeeperBridge:
@@ -127,6 +129,21 @@ class ZooKeeperBridge:
         await done.wait()
         _SECONDS[op].observe(trio.current_time() - started)
         return async_result.get_nowait()
+
+    async def read_many(self, reads: list[tuple[int, str]]) -> list:
+        """Many reads ((multiread.GET or CHILDREN, path) pairs) in multiRead requests, all in
+        flight at once; the answers in order, a failed read's exception in its place."""
+        chroot = self.client.chroot.rstrip("/")
+        submitted = []
+        for start in range(0, len(reads), READS_PER_REQUEST):
+            async_result = self.client.handler.async_result()
+            self.client._call(MultiRead([(kind, chroot + path) for kind, path in
+                                         reads[start:start + READS_PER_REQUEST]]), async_result)
+            submitted.append(async_result)
+        answers: list = []
+        for async_result in submitted:
+            answers += await self.wait(async_result, "multi_read")
+        return answers
 
     async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> str:

@@ -25,6 +25,7 @@ from kazoo.exceptions import NoNodeError
 
 from . import layout
 from .bridge import ZooKeeperBridge
+from .multiread import CHILDREN, GET
 from .fence import Fence, NotOwner, StoreError, StoreUnavailable, confirm, fenced_commit
 from .session import SessionGuard
 
@@ -80,40 +81,46 @@ class PartitionStore:
     # -- loading --------------------------------------------------------------------------
 
     async def load(self) -> Loaded:
-        """Read every group and committed offset of this partition (a new owner's first act)."""
+        """Read every group and committed offset of this partition (a new owner's first act):
+        one multiRead round trip per level of the tree (groups, their offsets' topics, the
+        topics' shards, the shards), whatever the number of groups."""
         base = layout.groups_path(self.partition)
         await self.zk.ensure_path(base)
         self._nodes.add(base)
-        async with trio.open_nursery() as nursery:
-            for node in await self.zk.get_children(base):
-                nursery.start_soon(self._load_group, layout.unescape(node))
-        self._latest = {g: {t: dict(ps) for t, ps in topics.items()} for g, topics in self.durable.items()}
+        groups = [layout.unescape(node) for node in await self.zk.get_children(base)]
+        paths = [layout.group_path(self.partition, g) for g in groups]
+        answers = await self.zk.read_many([read for path in paths for read in ((GET, path), (CHILDREN, path + "/offsets"))])
+        topics: list[tuple[str, str, str]] = []  # (group, topic, path)
+        for group, path, meta, offsets in zip(groups, paths, answers[::2], answers[1::2]):
+            if _absent(meta):
+                continue
+            data, _ = meta
+            self._nodes.add(path)
+            if data:
+                self.groups[group] = layout.decode(data)
+            if _absent(offsets):
+                continue
+            self._nodes.add(path + "/offsets")
+            topics += [(group, layout.unescape(t), f"{path}/offsets/{t}") for t in offsets]
+        answers = await self.zk.read_many([(CHILDREN, path) for _, _, path in topics])
+        shards: list[tuple[str, str, int, str]] = []  # (group, topic, shard, path)
+        for (group, topic, path), names in zip(topics, answers):
+            if _absent(names):
+                continue
+            self._nodes.add(path)
+            shards += [(group, topic, int(name), f"{path}/{name}") for name in names]
+        answers = await self.zk.read_many([(GET, path) for *_, path in shards])
+        for (group, topic, shard, path), read in zip(shards, answers):
+            if _absent(read):
+                continue
+            data, _ = read
+            self._nodes.add(path)
+            self._shard_bytes[(group, topic, shard)] = len(data)
+            partitions = self.durable.setdefault(group, {}).setdefault(topic, {})
+            for p, entry in layout.decode(data).items():
+                partitions[int(p)] = tuple(entry)
+        self._latest = {g: {t: dict(ps) for t, ps in topics_.items()} for g, topics_ in self.durable.items()}
         return Loaded(self.groups, self.durable)
-
-    async def _load_group(self, group: str) -> None:
-        path = layout.group_path(self.partition, group)
-        data, _ = await self.zk.get(path)
-        self._nodes.add(path)
-        if data:
-            self.groups[group] = layout.decode(data)
-        offsets = layout.offsets_path(self.partition, group)
-        try:
-            topics = await self.zk.get_children(offsets)
-        except NoNodeError:
-            return
-        self._nodes.add(offsets)
-        for topic_node in topics:
-            topic = layout.unescape(topic_node)
-            topic_path = layout.topic_offsets_path(self.partition, group, topic)
-            self._nodes.add(topic_path)
-            for shard in await self.zk.get_children(topic_path):
-                path = f"{topic_path}/{shard}"
-                data, _ = await self.zk.get(path)
-                self._nodes.add(path)
-                self._shard_bytes[(group, topic, int(shard))] = len(data)
-                partitions = self.durable.setdefault(group, {}).setdefault(topic, {})
-                for p, entry in layout.decode(data).items():
-                    partitions[int(p)] = tuple(entry)
 
     # -- handing over ----------------------------------------------------------------------
 
@@ -364,6 +371,16 @@ class PartitionStore:
             if self.guard.fenced:
                 raise NotOwner(f"group-partition {self.partition}: the ZooKeeper session is fenced")
             raise StoreUnavailable("the ZooKeeper connection is suspended")
+
+
+def _absent(read) -> bool:
+    """A read of a multiRead: False for an answer, True for a znode that is not there; any
+    other failure is raised (the load is retried)."""
+    if isinstance(read, NoNodeError):
+        return True
+    if isinstance(read, Exception):
+        raise read
+    return False
 
 
 def _finish(batch: list[_Commit], error: Exception | None) -> None:
