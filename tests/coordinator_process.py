@@ -3,6 +3,7 @@ session's ZooKeeper, a free port, a config file, its JSON log in a file."""
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import os
@@ -123,6 +124,16 @@ class CoordinatorProcess:
             if self.process.poll() is None:
                 self.process.kill()
                 self.process.wait()
+
+
+def read_events(directory: Path) -> list[dict]:
+    """Every event under `directory`, files in the order they were opened."""
+    events = []
+    for path in sorted(directory.glob("events-*.jsonl*")):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as lines:
+            events += [json.loads(line) for line in lines]
+    return events
 
 
 def cluster(zookeeper, tmp_path: Path, size: int, **config) -> list[CoordinatorProcess]:

@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from contextlib import asynccontextmanager
 
+import pytest
 import trio
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -21,7 +22,9 @@ from coordinator.groups.state import GroupState
 from coordinator.store import layout
 from coordinator.store.bridge import ZooKeeperBridge
 from coordinator.store.registry import TopicRegistry
+from coordinator.store.fence import StoreUnavailable
 from coordinator.store.session import SessionGuard
+from coordinator.store.zkserver import ZooKeeperServer, free_port
 from protocol import ErrorCode
 from protocol.consumer import encode_subscription
 from protocol.messages import ConsumerProtocolSubscription
@@ -42,9 +45,9 @@ def _chroot(connect: str) -> str:
 
 
 @asynccontextmanager
-async def running(connect: str, instance_id: int):
+async def running(connect: str, instance_id: int, session_timeout: float = 4.0):
     """One instance: its own session, guard, registry, membership and coordinator."""
-    zk = ZooKeeperBridge(connect, session_timeout=4.0)
+    zk = ZooKeeperBridge(connect, session_timeout=session_timeout)
     await zk.start()
     try:
         async with trio.open_nursery() as nursery:
@@ -188,3 +191,82 @@ async def test_a_lost_session_drops_everything_then_takes_a_fair_share_back(zook
         assert not serving(a) & serving(b)
         owners = await owners_in_zookeeper(b.zk, 50)
         assert Counter(owners.values()) == {1: 25, 2: 25}
+
+
+async def test_a_zookeeper_outage_stops_writes_only_while_it_lasts_and_a_long_one_is_recovered_from(tmp_path):
+    """ZooKeeper down for less than 2/3 of the session: writes are refused meanwhile, the
+    groups live on from memory, and everything resumes with the session. Down for longer: the
+    instance drops its ownership, then, reconnected (with its session or a new one), takes it
+    back and serves the same groups and offsets, without a restart."""
+    server = ZooKeeperServer(tmp_path, free_port(), tick_ms=500)  # sessions of up to 10 s
+    await trio.to_thread.run_sync(server.start)
+    try:
+        async with running(server.connect_string, 1, session_timeout=6.0) as a:
+            await until(lambda: len(serving(a)) == 50)
+            group = "outage"
+            member = await join_and_commit(a, group)
+            route = a.route(group)
+            generation = route.groups.group(group).generation
+
+            await trio.to_thread.run_sync(server.kill)
+            await until(lambda: not a.guard.writable)
+            with pytest.raises(StoreUnavailable):
+                await route.store.commit_offsets(group, {("orders", 1): (78, -1, "", 2)})
+            assert route.groups.heartbeat(group, member, generation, None) == ErrorCode.NONE
+            await trio.to_thread.run_sync(server.start)
+            await until(lambda: a.guard.writable)
+            await route.store.commit_offsets(group, {("orders", 1): (79, -1, "", 3)})
+            assert not a.guard.fenced and a.route(group) is route  # never dropped
+
+            await trio.to_thread.run_sync(server.kill)
+            await until(lambda: a.guard.fenced and not a.owned, timeout=10)
+            assert a.route(group) == ErrorCode.NOT_COORDINATOR
+            await trio.to_thread.run_sync(server.start)
+            await until(lambda: len(serving(a)) == 50, timeout=30)
+            route = a.route(group)
+            assert route.store.durable[group]["orders"][1][0] == 79
+            assert route.groups.heartbeat(group, member, generation, None) == ErrorCode.NONE
+    finally:
+        await trio.to_thread.run_sync(server.stop)
+
+
+async def test_members_that_never_reach_the_new_owner_expire_after_their_session(zookeeper):
+    connect = _chroot(zookeeper.connect_string)
+    async with running(connect, 1) as a, running(connect, 2) as b:
+        await until(lambda: len(serving(a)) == 25 and len(serving(b)) == 25)
+        group = group_on(serving(a))
+        route = a.route(group)
+        replies = {}
+
+        async def join(name: str, member_id: str) -> None:
+            replies[name] = await route.groups.join(
+                group, member_id=member_id, instance_id=None, client_id=name, client_host="h", session_timeout=1.0,
+                rebalance_timeout=5.0, protocol_type="consumer", protocols=[("custom", SUBSCRIPTION)],
+                require_known_member_id=False)
+
+        await join("first", "")  # a generation of one; the second's join makes the first rejoin
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(join, "second", "")
+            await until(lambda: route.groups.group(group).state == GroupState.PREPARING_REBALANCE)
+            nursery.start_soon(join, "first", replies["first"].member_id)
+        joined = [replies["first"], replies["second"]]
+        assert joined[0].generation == joined[1].generation
+        leader = next(r for r in joined if r.leader == r.member_id)
+        synced = await route.groups.sync(group, leader.member_id, generation=leader.generation, instance_id=None,
+                                         protocol_type="consumer", protocol_name="custom",
+                                         assignments={r.member_id: b"" for r in joined})
+        assert synced.error == ErrorCode.NONE  # the generation is written
+        stayer, leaver = joined[-1].member_id, joined[0].member_id
+        generation = route.groups.group(group).generation
+        assert set(route.groups.group(group).members) == {stayer, leaver}
+        await trio.to_thread.run_sync(_expire, connect, a.zk)
+        await until(lambda: isinstance(b.route(group), Owned))
+        moved = b.route(group).groups
+        assert set(moved.group(group).members) == {stayer, leaver}
+        # only one comes back and heartbeats; the other expires a session after the load
+        with trio.fail_after(10):
+            while leaver in moved.group(group).members:
+                assert moved.heartbeat(group, stayer, generation, None) in (
+                    ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS)
+                await trio.sleep(0.2)
+        assert stayer in moved.group(group).members

@@ -4,8 +4,6 @@ but never the coordinator."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 import subprocess
 import sys
@@ -18,19 +16,9 @@ from coordinator import metrics
 from coordinator.events import EventLog
 from protocol import ErrorCode
 from tests.clients import RawMember
-from tests.coordinator_process import CoordinatorProcess
+from tests.coordinator_process import CoordinatorProcess, read_events
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
-def read_events(directory: Path) -> list[dict]:
-    """Every event under `directory`, files in the order they were opened."""
-    events = []
-    for path in sorted(directory.glob("events-*.jsonl*")):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt") as lines:
-            events += [json.loads(line) for line in lines]
-    return events
 
 
 def dropped(reason: str) -> float:

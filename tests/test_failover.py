@@ -21,6 +21,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.cluster.placement import DEFAULT_GROUP_PARTITIONS, partition_for
 from coordinator.store import layout
@@ -28,7 +29,7 @@ from protocol import ErrorCode
 from protocol.schemas import DESCRIBE_GROUPS, METADATA, OFFSET_COMMIT, OFFSET_FETCH
 
 from .clients import RawConnection, RoamingMember, committed, converge, find_coordinator, one_generation
-from .coordinator_process import CoordinatorProcess, cluster
+from .coordinator_process import CoordinatorProcess, cluster, read_events
 
 SESSION = 3.0  # the instances' ZooKeeper session timeout: how long a failover takes to detect
 
@@ -253,6 +254,18 @@ def test_a_paused_owner_resumed_after_a_takeover_answers_nothing_as_owner_and_la
     assert a.process.poll() is None and a.starts == 1
     converge(members, {("t", p) for p in range(4)}, acked)
     check_the_group(instances, group, members, acked)
+    # what each instance recorded: a lost its session and took a share back; b took over a's share
+    gained_b = _metric(b, "groupkeeper_group_partitions_gained_total", reason="failover")
+    assert gained_b == 25 and _metric(b, "groupkeeper_group_partition_takeover_seconds_count", reason="failover") == 25
+    assert _metric(a, "groupkeeper_group_partitions_lost_total", reason="session lost") == 25
+    assert _metric(a, "groupkeeper_group_partitions_gained_total", reason="handover") > 0
+    for process in instances:
+        assert process.stop() == 0
+    events = read_events(a.tmp_path / "events")
+    lost = [e["reason"] for e in events if e["type"] == "ownership_lost" and e["instance"] == 0]
+    assert lost.count("session lost") == 25 and lost[-1] == "shutdown"
+    gained = [e for e in events if e["type"] == "ownership_gained" and e["instance"] == 1]
+    assert sum(e["reason"] == "failover" for e in gained) == 25
 
 
 def _metadata_nodes(port: int) -> int:
@@ -264,9 +277,17 @@ def _metadata_nodes(port: int) -> int:
 
 
 def _serving(process: CoordinatorProcess) -> int:
+    return int(_metric(process, "groupkeeper_owned_group_partitions"))
+
+
+def _metric(process: CoordinatorProcess, name: str, **labels: str) -> float:
+    """A sample of the process's /metrics (0 when it has no such series yet)."""
     _, body = process.scrape()
-    line = next(line for line in body.splitlines() if line.startswith("groupkeeper_owned_group_partitions "))
-    return int(float(line.split()[1]))
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return 0.0
 
 
 def test_a_second_instance_serves_half_of_the_groups_within_seconds(zookeeper, tmp_path):

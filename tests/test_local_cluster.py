@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -42,6 +43,17 @@ def _script(env: dict, *args: str) -> str:
     done = subprocess.run([str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+def _until_refused(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return
+        assert time.monotonic() < deadline, f"something still listens on {port}"
+        time.sleep(0.05)
 
 
 def _pid(directory: Path, name: str) -> int:
@@ -75,6 +87,7 @@ def test_local_cluster_survives_a_zookeeper_node_and_a_coordinator(tmp_path):
         owner = ports.index(find_coordinator(ports, "drill")) + 1
         os.kill(_pid(directory, "zookeeper1"), signal.SIGKILL)
         os.kill(_pid(directory, f"coordinator{owner}"), signal.SIGKILL)
+        _until_refused(base + 1)  # the ZooKeeper server itself is gone, not just its command
         survivors = [p for n, p in enumerate(ports, start=1) if n != owner]
         for m in members:
             m.bootstraps = survivors
@@ -100,3 +113,5 @@ def test_local_cluster_survives_a_zookeeper_node_and_a_coordinator(tmp_path):
                 continue
             raise AssertionError(f"process {pid} was still running after --stop")
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    for offset in OFFSETS[:3] + OFFSETS[9:12]:  # nothing listens any more: ZooKeeper nodes, coordinators
+        _until_refused(base + offset)

@@ -32,7 +32,10 @@ READS_PER_REQUEST = 64  # reads in one multiRead: bounds a request's answer, wha
 
 class ZooKeeperBridge:
     def __init__(self, hosts: str, session_timeout: float = 10.0):
-        self.client = KazooClient(hosts=hosts, timeout=session_timeout)
+        # reconnect attempts back off, but never beyond a sixth of the session: kazoo's default
+        # (up to an hour) would leave an instance cut off long after ZooKeeper is back
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout, connection_retry={
+            "max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": session_timeout / 6})
         self.session_timeout = session_timeout  # the granted timeout once connected
         self.state = KazooState.LOST  # until the first connection
         self.session_id: int | None = None  # of the current (or last) session

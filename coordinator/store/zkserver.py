@@ -9,6 +9,7 @@ fixtures (free port, temporary data dir).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -36,6 +37,13 @@ def _java() -> str:
     if not ZOOKEEPER_JAR.exists():
         raise ZooKeeperUnavailable(f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing); {INSTALL_HINT}")
     return java
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the thread that started it ends (Linux's
+    PR_SET_PDEATHSIG; only for the foreground command, whose main thread starts it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -124,12 +132,16 @@ class ZooKeeperServer:
                 "-cp", classpath, ENSEMBLE_MAIN_CLASS if self.peers else MAIN_CLASS, str(self._write_config())]
 
     def start(self, timeout: float = 30.0, foreground: bool = False) -> None:
-        """Start the server; with `foreground`, its log goes to this process's stderr."""
+        """Start the server. In the background (embedded, tests) it has a session of its own:
+        signals reach it only through stop() and kill(). In the `foreground` (`groupkeeper
+        zookeeper`) it is part of this command: its log goes to this process's stderr, it is
+        in this process's group, and it dies with this process, even a SIGKILLed one."""
         cmd = self.command()
         log = None if foreground else open(self.log_path, "ab")
-        try:  # its own session: signals reach it only through stop() and kill()
+        try:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT if log else None,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, start_new_session=not foreground,
+                                            preexec_fn=_die_with_parent if foreground else None)
         finally:
             if log is not None:
                 log.close()
