@@ -140,3 +140,19 @@ async def test_many_reads_in_multiread_requests_answer_as_single_reads_do(zookee
         assert await zk.read_many([]) == []
     finally:
         await zk.stop()
+
+
+async def test_a_chroot_that_does_not_exist_yet_is_created(zookeeper):
+    zk = ZooKeeperBridge(zookeeper.connect_string + "/new/nested/chroot")
+    await zk.start()
+    try:
+        await zk.create("/groupkeeper/x", b"1", makepath=True)
+    finally:
+        await zk.stop()
+    plain = KazooClient(hosts=zookeeper.connect_string)
+    plain.start(timeout=10)
+    try:
+        assert plain.get("/new/nested/chroot/groupkeeper/x")[0] == b"1"
+    finally:
+        plain.stop()
+        plain.close()

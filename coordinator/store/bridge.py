@@ -19,7 +19,9 @@ from typing import Any
 
 import trio
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.protocol.serialization import Create
+from kazoo.security import OPEN_ACL_UNSAFE
 from kazoo.protocol.states import KazooState
 
 from .. import metrics
@@ -56,6 +58,22 @@ class ZooKeeperBridge:
         self.state = KazooState.CONNECTED  # the listener queues the change itself
         self.session_id = self.client._session_id
         metrics.ZOOKEEPER_CONNECTED.set(1)
+        if self.client.chroot:
+            await self._create_chroot()
+
+    async def _create_chroot(self) -> None:
+        """A connect string's chroot ("host:2181/groupkeeper/prod") must exist before anything
+        can be created under it, and kazoo cannot create it (its paths all start below it):
+        its components are created through this session, bypassing the chroot."""
+        path = ""
+        for part in self.client.chroot.strip("/").split("/"):
+            path += "/" + part
+            async_result = self.client.handler.async_result()
+            self.client._call(Create(path, b"", OPEN_ACL_UNSAFE, 0), async_result)
+            try:
+                await self.wait(async_result, "create")
+            except NodeExistsError:
+                pass
 
     def _capture_granted_timeout(self) -> None:
         """kazoo keeps the granted timeout to itself; its handshake returns a read timeout of
