@@ -291,13 +291,26 @@ class Coordinator:
                           load_s=round(trio.current_time() - started, 3))
 
     async def _release(self, slot: _Slot, stopped_ms: int, announce: bool = True) -> None:
+        """Release the slot's owner znode; again while ZooKeeper cannot confirm (the next owner
+        waits for it, and nobody else would ever release it while this session lives), until
+        it is released, turns out gone, or the session is fenced (then the session's end
+        releases it)."""
         reason = "shutdown" if self._stopping else "handover"
-        try:
-            await release(self.zk, slot.fence, self.instance_id, stopped_ms)
-        except (NotOwner, StoreUnavailable, StoreError, KazooException) as exc:
-            # not released: the next owner waits for this session to end instead
-            self.log.warning("could not release a group-partition", partition=slot.partition,
-                             error=str(exc) or type(exc).__name__)
+        while True:
+            try:
+                await release(self.zk, slot.fence, self.instance_id, stopped_ms)
+                break
+            except NotOwner:
+                break  # gone already: released by a try whose answer was lost, or the session ended
+            except (StoreUnavailable, KazooException) as exc:
+                if self.guard.fenced:
+                    break
+                self.log.warning("releasing a group-partition failed; retrying", partition=slot.partition,
+                                 error=str(exc) or type(exc).__name__)
+                await trio.sleep(RETRY)
+            except StoreError as exc:
+                self.log.error("could not release a group-partition", partition=slot.partition, error=str(exc))
+                break
         if not announce:
             return
         self.events.emit("ownership_lost", None, partition=slot.partition, epoch=slot.fence.epoch, reason=reason)
