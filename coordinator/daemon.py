@@ -68,8 +68,8 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
         raise StartupError(f"cannot connect to ZooKeeper at {hosts}") from None
     try:
         membership = Membership(zk, Instance(config["instance_id"], adv_host, adv_port or bound))
-        try:
-            await membership.register()
+        try:  # a predecessor killed a moment ago holds the id until its session expires: wait that long
+            await membership.register(wait=zk.session_timeout + 2)
         except AlreadyRegistered as exc:
             raise StartupError(str(exc)) from None
         # the event log outlives the coordinator's tasks, so that the last events are written

@@ -320,3 +320,16 @@ def _standalone_commit(group: str, i: int):
     return OFFSET_COMMIT, 7, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
                               "topics": [{"name": "t", "partitions": [{"partition_index": 0,
                                                                       "committed_offset": 1000 + i}]}]}
+
+
+def test_an_instance_killed_and_started_again_at_once_comes_back_when_its_old_session_ends(instances):
+    """Its predecessor's registration and owner znodes live until that session expires: the
+    new process waits for them instead of refusing to start, then takes its share back."""
+    a, b = instances
+    group, members, acked, ports = start_group(a, instances, "restarted")
+    a.signal(signal.SIGKILL)
+    a.start()
+    a.wait_for_log("instance id held by another session; waiting for it to expire")
+    assert _serving(a) == _serving(b) == 25
+    converge(members, {("t", p) for p in range(4)}, acked)
+    check_the_group(instances, group, members, acked)

@@ -47,17 +47,33 @@ class Membership:
 
     # -- this instance --------------------------------------------------------------------
 
-    async def register(self) -> None:
-        """Create this instance's znode; AlreadyRegistered if another session holds it."""
+    async def register(self, wait: float = 0.0) -> None:
+        """Create this instance's znode. If another session holds it, wait up to `wait`
+        seconds for it to go (a killed predecessor's session expiring), then raise
+        AlreadyRegistered."""
         data = layout.encode({"host": self.me.host, "port": self.me.port, "hostname": socket.gethostname(),
                               "pid": os.getpid(), "started": int(time.time() * 1000)})
-        try:
-            await self.zk.create(layout.instance_path(self.me.id), data, ephemeral=True, makepath=True)
-        except NodeExistsError:
-            if not await self._mine():
-                raise AlreadyRegistered(f"instance id {self.me.id} is already registered in ZooKeeper "
-                                        f"({layout.instance_path(self.me.id)}): is another instance running "
-                                        "with it?") from None
+        path = layout.instance_path(self.me.id)
+        deadline = trio.current_time() + wait
+        while True:
+            try:
+                await self.zk.create(path, data, ephemeral=True, makepath=True)
+                return
+            except NodeExistsError:
+                pass
+            gone = trio.Event()
+            stat = await self.zk.exists(path, watch=self.zk.watch(gone.set))
+            if stat is None:
+                continue
+            if stat.ephemeralOwner == self.zk.session_id:
+                return
+            if trio.current_time() >= deadline:
+                raise AlreadyRegistered(f"instance id {self.me.id} is already registered in ZooKeeper ({path}) by "
+                                        "another session: is another instance running with it?")
+            self.log.warning("instance id held by another session; waiting for it to expire",
+                             session=hex(stat.ephemeralOwner), wait_s=round(deadline - trio.current_time(), 1))
+            with trio.move_on_at(deadline):
+                await gone.wait()
 
     async def deregister(self) -> None:
         """Remove this instance's znode (if it is still this session's): the others see it go
@@ -93,7 +109,7 @@ class Membership:
     async def _register_again(self) -> bool:
         while True:
             try:
-                await self.register()
+                await self.register(wait=self.zk.session_timeout)
                 self.log.info("instance registered again", session=hex(self.zk.session_id or 0))
                 return True
             except AlreadyRegistered as exc:
