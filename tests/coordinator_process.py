@@ -4,7 +4,6 @@ session's ZooKeeper, a free port, a config file, its JSON log in a file."""
 from __future__ import annotations
 
 import gzip
-import itertools
 import json
 import os
 import signal
@@ -16,12 +15,11 @@ import urllib.request
 from pathlib import Path
 
 from click.testing import CliRunner
-from kazoo.client import KazooClient
 
 from coordinator.cli import main
 from coordinator.store.zkserver import free_port
+from tests.in_process import make_chroot
 
-_runs = itertools.count()
 
 
 class CoordinatorProcess:
@@ -29,14 +27,7 @@ class CoordinatorProcess:
                  **config):
         """`chroot`: join the cluster of another CoordinatorProcess (give it its `chroot` and
         an `instance_id` of its own); default: a cluster of its own."""
-        if chroot is None:
-            chroot = f"/gk-test-{next(_runs)}-{int(time.time() * 1000)}"
-            client = KazooClient(hosts=zookeeper.connect_string)
-            client.start(timeout=10)
-            client.ensure_path(chroot)
-            client.stop()
-            client.close()
-        self.chroot = chroot
+        self.chroot = chroot or make_chroot(zookeeper.connect_string, "gk-test")
         self.zookeeper = zookeeper.connect_string + self.chroot
         self.port, self.metrics_port = free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"

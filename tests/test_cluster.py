@@ -5,71 +5,31 @@ without a restart, graceful shutdown."""
 from __future__ import annotations
 
 import itertools
-import time
 from collections import Counter
-from contextlib import asynccontextmanager
 
 import pytest
 import trio
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from coordinator.cluster.membership import Instance, Membership
 from coordinator.cluster.ownership import Coordinator, Owned
 from coordinator.cluster.placement import partition_for
-from coordinator.groups.group import GroupConfig, JoinReply
+from coordinator.groups.group import JoinReply
 from coordinator.groups.state import GroupState
 from coordinator.store import layout
 from coordinator.store.bridge import ZooKeeperBridge
-from coordinator.store.registry import TopicRegistry
 from coordinator.store.fence import StoreUnavailable
-from coordinator.store.session import SessionGuard
 from coordinator.store.zkserver import ZooKeeperServer, free_port
 from protocol import ErrorCode
 from protocol.consumer import encode_subscription
 from protocol.messages import ConsumerProtocolSubscription
 
-_chroots = itertools.count()
-CONFIG = GroupConfig(min_session_timeout=1.0, initial_rebalance_delay=0.0)
+from .in_process import expire, make_chroot, running, until
+
 SUBSCRIPTION = encode_subscription(ConsumerProtocolSubscription(topics=["orders"]))
 
 
 def _chroot(connect: str) -> str:
-    path = f"/cluster-{next(_chroots)}-{int(time.time() * 1000)}"
-    client = KazooClient(hosts=connect)
-    client.start(timeout=10)
-    client.ensure_path(path)
-    client.stop()
-    client.close()
-    return connect + path
-
-
-@asynccontextmanager
-async def running(connect: str, instance_id: int, session_timeout: float = 4.0):
-    """One instance: its own session, guard, registry, membership and coordinator."""
-    zk = ZooKeeperBridge(connect, session_timeout=session_timeout)
-    await zk.start()
-    try:
-        async with trio.open_nursery() as nursery:
-            guard = SessionGuard(zk)
-            await nursery.start(guard.run)
-            registry = TopicRegistry(zk)
-            await nursery.start(registry.run)
-            membership = Membership(zk, Instance(instance_id, "127.0.0.1", 9000 + instance_id))
-            await membership.register()
-            coordinator = Coordinator(zk, guard, registry, membership, CONFIG, {})
-            guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
-            await nursery.start(coordinator.run)
-            yield coordinator
-            nursery.cancel_scope.cancel()
-    finally:
-        await zk.stop()
-
-
-async def until(condition, timeout: float = 20.0) -> None:
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.01)
+    return connect + make_chroot(connect, "cluster")
 
 
 def serving(c: Coordinator) -> set[int]:
@@ -166,21 +126,13 @@ async def test_graceful_shutdown_hands_everything_over_at_once(zookeeper):
             assert b.coordinator_of("anything") == a.membership.me
 
 
-def _expire(connect: str, zk: ZooKeeperBridge) -> None:
-    """Expire `zk`'s session as kazoo's own test harness does: join it, then close it."""
-    other = KazooClient(hosts=connect, client_id=zk.client.client_id)
-    other.start(timeout=10)
-    other.stop()
-    other.close()
-
-
 async def test_a_lost_session_drops_everything_then_takes_a_fair_share_back(zookeeper):
     connect = _chroot(zookeeper.connect_string)
     async with running(connect, 1) as a, running(connect, 2) as b:
         await until(lambda: len(serving(a)) == 25 and len(serving(b)) == 25)
         group = group_on(serving(a))
         member = await join_and_commit(a, group)
-        await trio.to_thread.run_sync(_expire, connect, a.zk)
+        await trio.to_thread.run_sync(expire, connect, a.zk)
         # a learns its session is gone and owns nothing at once; b takes a's share over
         await until(lambda: a.route(group) == ErrorCode.NOT_COORDINATOR or not a.owned)
         await until(lambda: isinstance(b.route(group), Owned))
@@ -259,7 +211,7 @@ async def test_members_that_never_reach_the_new_owner_expire_after_their_session
         stayer, leaver = joined[-1].member_id, joined[0].member_id
         generation = route.groups.group(group).generation
         assert set(route.groups.group(group).members) == {stayer, leaver}
-        await trio.to_thread.run_sync(_expire, connect, a.zk)
+        await trio.to_thread.run_sync(expire, connect, a.zk)
         await until(lambda: isinstance(b.route(group), Owned))
         moved = b.route(group).groups
         assert set(moved.group(group).members) == {stayer, leaver}

@@ -4,54 +4,24 @@ real ZooKeeper."""
 
 from __future__ import annotations
 
-import itertools
-import time
-
 import trio
-from kazoo.client import KazooClient
 
-from coordinator.groups.group import GroupConfig, JoinReply
+from coordinator.groups.group import JoinReply
 from coordinator.groups.state import GroupState
-from coordinator.cluster.membership import Instance, Membership
-from coordinator.cluster.ownership import Coordinator, Owned
+from coordinator.cluster.ownership import Owned
 from coordinator.store.bridge import ZooKeeperBridge
 from coordinator.store.partition import PartitionStore
-from coordinator.store.registry import TopicRegistry
-from coordinator.store.session import SessionGuard
 from protocol import ErrorCode
 from protocol.consumer import encode_subscription
 from protocol.messages import ConsumerProtocolSubscription
 
-_chroots = itertools.count()
-CONFIG = GroupConfig(min_session_timeout=1.0, initial_rebalance_delay=0.0)
+from .in_process import make_chroot, start_coordinator
+
 SUBSCRIPTION = encode_subscription(ConsumerProtocolSubscription(topics=["orders"]))
 
 
-def _chroot(connect: str) -> str:
-    path = f"/load-{next(_chroots)}-{int(time.time() * 1000)}"
-    client = KazooClient(hosts=connect)
-    client.start(timeout=10)
-    client.ensure_path(path)
-    client.stop()
-    client.close()
-    return connect + path
-
-
-async def _coordinator(zk: ZooKeeperBridge, nursery: trio.Nursery) -> Coordinator:
-    guard = SessionGuard(zk)
-    await nursery.start(guard.run)
-    registry = TopicRegistry(zk)
-    await nursery.start(registry.run)
-    membership = Membership(zk, Instance(0, "127.0.0.1", 9094))
-    await membership.register()
-    coordinator = Coordinator(zk, guard, registry, membership, CONFIG, {})
-    guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
-    await nursery.start(coordinator.run)
-    return coordinator
-
-
 async def test_groups_answer_load_in_progress_until_loaded_then_come_back_whole(zookeeper, monkeypatch):
-    connect = _chroot(zookeeper.connect_string)
+    connect = zookeeper.connect_string + make_chroot(zookeeper.connect_string, "load")
 
     zk = ZooKeeperBridge(connect, session_timeout=6.0)
     await zk.start()
@@ -64,7 +34,7 @@ async def test_groups_answer_load_in_progress_until_loaded_then_come_back_whole(
 async def _two_lives(zk: ZooKeeperBridge, monkeypatch) -> None:
     # first life: a group with one member in a stable generation, and a commit
     async with trio.open_nursery() as nursery:
-        first = await _coordinator(zk, nursery)
+        first = await start_coordinator(zk, nursery, 0)
         route = first.route("billing")
         with trio.fail_after(10):
             while not isinstance(route, Owned):
@@ -94,7 +64,7 @@ async def _two_lives(zk: ZooKeeperBridge, monkeypatch) -> None:
 
     monkeypatch.setattr(PartitionStore, "load", held_load)
     async with trio.open_nursery() as nursery:
-        second = await _coordinator(zk, nursery)
+        second = await start_coordinator(zk, nursery, 0)
         assert second.route("billing") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         assert second.all_groups() == []
         gate.set()

@@ -111,6 +111,22 @@ def start_group(a: CoordinatorProcess, instances, prefix: str, topic: str = "t",
     return group, members, acked, ports
 
 
+def grow_and_rejoin(via: CoordinatorProcess, members: list[RoamingMember]) -> int:
+    """Topic t grows to 6 partitions; once told, every member rejoins, JoinGroups sent
+    together (the generation forms when the last arrives): the new generation, joined by all
+    and synced by none."""
+    new = members[0].generation + 1
+    via.cli("topics", "alter", "t", "--partitions", "6")
+    wait_for(lambda: all(m.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS for m in members),
+             what="every member told")
+    for m in members:
+        m.send_join()
+    for m in members:
+        joined = m.receive_join()
+        assert joined.error_code == ErrorCode.NONE and joined.generation_id == new
+    return new
+
+
 def _wait_for_topic(process: CoordinatorProcess, topic: str, partitions: int) -> None:
     connection = RawConnection(process.port)
     try:
@@ -166,15 +182,7 @@ def test_phase_3_the_owner_dies_with_some_join_requests_waiting(instances):
 def test_phase_4_the_owner_dies_after_writing_the_generation_before_any_sync(instances):
     a, b = instances
     group, members, acked, ports = start_group(a, instances, "phase4")
-    new = members[0].generation + 1
-    b.cli("topics", "alter", "t", "--partitions", "6")
-    wait_for(lambda: all(m.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS for m in members),
-             what="both members told")
-    for m in members:  # both JoinGroups together; the generation forms when the second arrives
-        m.send_join()
-    for m in members:
-        joined = m.receive_join()
-        assert joined.error_code == ErrorCode.NONE and joined.generation_id == new
+    new = grow_and_rejoin(b, members)
     wait_for(lambda: stored_generation(b, group) == new, what="the new generation in ZooKeeper")
     a.signal(signal.SIGKILL)
     # the new owner completes the written generation: each member's sync gets its share of it
@@ -193,16 +201,8 @@ def test_phase_4_variant_the_owner_dies_after_the_join_answers_before_the_write(
     a, b = instances
     group, members, acked, ports = start_group(a, instances, "phase4b", strategies=("custom",),
                                                leader_partitions={"t": 4})
-    old = members[0].generation
-    b.cli("topics", "alter", "t", "--partitions", "6")
-    wait_for(lambda: all(m.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS for m in members),
-             what="both members told")
-    for m in members:
-        m.send_join()
-    for m in members:
-        joined = m.receive_join()
-        assert joined.error_code == ErrorCode.NONE and joined.generation_id == old + 1
-    assert stored_generation(b, group) == old  # no assignment yet, nothing written
+    new = grow_and_rejoin(b, members)
+    assert stored_generation(b, group) == new - 1  # no assignment yet, nothing written
     a.signal(signal.SIGKILL)
     for m in members:
         m.partitions = {"t": 6}
@@ -213,14 +213,7 @@ def test_phase_4_variant_the_owner_dies_after_the_join_answers_before_the_write(
 def test_phase_5_the_owner_dies_with_the_generation_answered_to_some_members(instances):
     a, b = instances
     group, members, acked, ports = start_group(a, instances, "phase5")
-    new = members[0].generation + 1
-    b.cli("topics", "alter", "t", "--partitions", "6")
-    wait_for(lambda: all(m.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS for m in members),
-             what="both members told")
-    for m in members:
-        m.send_join()
-    for m in members:
-        m.receive_join()
+    new = grow_and_rejoin(b, members)
     answered, unanswered = members
     assert answered.step() == ErrorCode.NONE and not answered.syncing and answered.generation == new
     a.signal(signal.SIGKILL)

@@ -17,6 +17,8 @@ from coordinator.store.session import SessionGuard
 from coordinator.store.zkserver import ZooKeeperServer
 from coordinator.store.zkserver import free_port
 
+from .in_process import expire
+
 _partitions = itertools.count(100)  # a fresh group-partition per test on the shared server
 
 
@@ -31,14 +33,6 @@ async def _owner(zk: ZooKeeperBridge, partition: int, nursery, guard=None) -> Pa
     await store.load()
     await nursery.start(store.run_writer)
     return store
-
-
-def _expire(connect: str, zk: ZooKeeperBridge) -> None:
-    """Expire `zk`'s session as kazoo's own test harness does: join it, then close it."""
-    other = KazooClient(hosts=connect, client_id=zk.client.client_id)
-    other.start(timeout=10)
-    other.stop()
-    other.close()
 
 
 async def test_group_metadata_and_offsets_read_back_by_a_new_owner(zookeeper):
@@ -84,7 +78,7 @@ async def test_fencing_a_zombie_owner_writes_nothing(zookeeper):
             await old.commit_offsets("g", {("t", 0): (10, -1, "", 1)})
 
             # A's session expires (a long pause, say); B takes the partition over.
-            await trio.to_thread.run_sync(_expire, zookeeper.connect_string, a)
+            await trio.to_thread.run_sync(expire, zookeeper.connect_string, a)
             with trio.fail_after(20):
                 while True:
                     try:

@@ -21,6 +21,7 @@ from kazoo.protocol.states import KazooState
 from .. import logs
 from ..store import layout
 from ..store.bridge import Refresher, ZooKeeperBridge
+from ..store.multiread import GET
 
 REREGISTER_RETRY = 1.0  # seconds between attempts while another session holds our id
 
@@ -98,48 +99,47 @@ class Membership:
             task_status.started()
 
     async def _follow_session(self, states: trio.MemoryReceiveChannel) -> None:
-        """A new session: register again, the old session's znode having gone with it."""
+        """A new session (CONNECTED after LOST): register again, the old session's znode
+        having gone with it; until it is done, whatever comes in between."""
         lost = False
         async for state in states:
             if state == KazooState.LOST:
                 lost = True
             elif state == KazooState.CONNECTED and lost:
-                lost = not await self._register_again()
+                lost = False
+                await self._register_again()
 
-    async def _register_again(self) -> bool:
+    async def _register_again(self) -> None:
         while True:
             try:
                 await self.register(wait=self.zk.session_timeout)
                 self.log.info("instance registered again", session=hex(self.zk.session_id or 0))
-                return True
+                return
             except AlreadyRegistered as exc:
                 self.log.error("cannot register again", error=str(exc))
-            except KazooException:
-                return False  # disconnected again: the next CONNECTED retries
+            except KazooException as exc:  # disconnected again: once reconnected, the call goes through
+                self.log.warning("registering again failed; retrying", error=str(exc) or type(exc).__name__)
             await trio.sleep(REREGISTER_RETRY)
 
     async def _refresh(self) -> None:
         """Read the registered instances (all of them: one that came back may have a new
         address), re-arming the watch on the set."""
         names = await self.zk.get_children(layout.INSTANCES, watch=self._refresher.watch)
+        ids = sorted(int(name) for name in names if name.isdigit())
         live: dict[int, Instance] = {}
-        async with trio.open_nursery() as nursery:
-            for i in sorted(int(name) for name in names if name.isdigit()):
-                nursery.start_soon(self._read, i, live)
-        live = dict(sorted(live.items()))
+        for i, read in zip(ids, await self.zk.read_many([(GET, layout.instance_path(i)) for i in ids])):
+            if isinstance(read, NoNodeError):
+                continue  # gone again already
+            if isinstance(read, Exception):
+                raise read
+            try:
+                record = layout.decode(read[0])
+                live[i] = Instance(i, str(record["host"]), int(record["port"]))
+            except (ValueError, KeyError, TypeError):
+                self.log.warning("unreadable instance registration", instance_id=i)
         if live != self.live:
             joined, left = sorted(set(live) - set(self.live)), sorted(set(self.live) - set(live))
             self.live = live
             self.log.info("live instances changed", live=sorted(live), joined=joined, left=left)
             self.updated.set()
             self.updated = trio.Event()
-
-    async def _read(self, i: int, into: dict[int, Instance]) -> None:
-        try:
-            data, _ = await self.zk.get(layout.instance_path(i))
-            record = layout.decode(data)
-            into[i] = Instance(i, str(record["host"]), int(record["port"]))
-        except NoNodeError:
-            pass  # gone again already
-        except (ValueError, KeyError, TypeError):
-            self.log.warning("unreadable instance registration", instance_id=i)

@@ -219,7 +219,7 @@ class Refresher:
                 self._wake = trio.Event()
                 try:
                     await self.refresh()
-                except KazooException:  # disconnected: the reconnection pokes again
+                except* KazooException:  # disconnected: the reconnection pokes again
                     pass
 
     async def _follow_states(self) -> None:

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 import trio
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType, KazooState
 
 from . import layout
@@ -93,6 +93,7 @@ class TopicRegistry:
         self._subscribers: list[trio.MemorySendChannel] = []
         self._events, self._events_out = trio.open_memory_channel(math.inf)
         self._token: trio.lowlevel.TrioToken | None = None
+        self._stale = False  # a read failed or the session was lost: read all again on reconnection
 
     def subscribe(self) -> trio.MemoryReceiveChannel:
         """A channel of TopicChange: created topics and partition-count increases."""
@@ -120,7 +121,10 @@ class TopicRegistry:
                 event = await self._events_out.receive()
                 if event.path is None:  # a session event: _follow_session re-reads on reconnect
                     continue
-                await self._changed(event)
+                try:
+                    await self._changed(event)
+                except* KazooException:  # disconnected mid-read: all is read again once reconnected
+                    self._stale = True
 
     async def _changed(self, event) -> None:
         path = event.path
@@ -141,15 +145,19 @@ class TopicRegistry:
                 await self._read_topic(name, reread=False)
 
     async def _follow_session(self, states: trio.MemoryReceiveChannel) -> None:
-        """A new session (after LOST) has no watches: read everything again, re-arming them."""
-        lost = False
+        """Read everything again, re-arming the watches, after a new session (it has none) or
+        a read cut short by a disconnection; again after the next reconnection if this one
+        is cut short too."""
         async for state in states:
             if state == KazooState.LOST:
-                lost = True
-            elif state == KazooState.CONNECTED and lost:
-                lost = False
-                await self._refresh_brokers(reread=True)
-                await self._refresh_topics(reread=True)
+                self._stale = True
+            elif state == KazooState.CONNECTED and self._stale:
+                self._stale = False
+                try:
+                    await self._refresh_brokers(reread=True)
+                    await self._refresh_topics(reread=True)
+                except* KazooException:
+                    self._stale = True
 
     async def _refresh_topics(self, reread: bool) -> None:
         names = set(await self.zk.get_children(layout.BROKER_TOPICS, watch=self._watch))

@@ -1,0 +1,74 @@
+"""Coordinator instances inside the test process, wired as `daemon.run` wires them (without
+the server): each its own ZooKeeper session, session guard, topic registry, membership and
+`Coordinator`; and the ZooKeeper chores the tests share."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from contextlib import asynccontextmanager
+
+import trio
+from kazoo.client import KazooClient
+
+from coordinator.cluster.membership import Instance, Membership
+from coordinator.cluster.ownership import Coordinator
+from coordinator.groups.group import GroupConfig
+from coordinator.store.bridge import ZooKeeperBridge
+from coordinator.store.registry import TopicRegistry
+from coordinator.store.session import SessionGuard
+
+CONFIG = GroupConfig(min_session_timeout=1.0, initial_rebalance_delay=0.0)
+_chroots = itertools.count()
+
+
+def make_chroot(connect: str, prefix: str) -> str:
+    """A fresh, empty chroot on the ZooKeeper at `connect`: its path."""
+    path = f"/{prefix}-{next(_chroots)}-{int(time.time() * 1000)}"
+    client = KazooClient(hosts=connect)
+    client.start(timeout=10)
+    client.ensure_path(path)
+    client.stop()
+    client.close()
+    return path
+
+
+def expire(connect: str, zk: ZooKeeperBridge) -> None:
+    """Expire `zk`'s session as kazoo's own test harness does: join it, then close it."""
+    other = KazooClient(hosts=connect, client_id=zk.client.client_id)
+    other.start(timeout=10)
+    other.stop()
+    other.close()
+
+
+async def start_coordinator(zk: ZooKeeperBridge, nursery: trio.Nursery, instance_id: int) -> Coordinator:
+    guard = SessionGuard(zk)
+    await nursery.start(guard.run)
+    registry = TopicRegistry(zk)
+    await nursery.start(registry.run)
+    membership = Membership(zk, Instance(instance_id, "127.0.0.1", 9000 + instance_id))
+    await membership.register()
+    coordinator = Coordinator(zk, guard, registry, membership, CONFIG, {})
+    guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
+    await nursery.start(coordinator.run)
+    return coordinator
+
+
+@asynccontextmanager
+async def running(connect: str, instance_id: int, session_timeout: float = 4.0):
+    """One instance with a session of its own, stopped (not handed over) at the end."""
+    zk = ZooKeeperBridge(connect, session_timeout=session_timeout)
+    await zk.start()
+    try:
+        async with trio.open_nursery() as nursery:
+            yield await start_coordinator(zk, nursery, instance_id)
+            nursery.cancel_scope.cancel()
+    finally:
+        await zk.stop()
+
+
+async def until(condition, timeout: float = 20.0) -> None:
+    """Wait (checking every 10 ms) until `condition()` holds; fail after `timeout`."""
+    with trio.fail_after(timeout):
+        while not condition():
+            await trio.sleep(0.01)
