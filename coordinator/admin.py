@@ -100,24 +100,36 @@ class Connection:
         return min(SPEAKS[api.key][1], self.versions.get(api.key, (0, -1))[1])
 
     def _send(self, api: Api, version: int, body: dict[str, Any]) -> Any:
-        self._correlation += 1
-        request = encode_request(RequestHeader(api.key, version, self._correlation, "groupkeeper-cli"),
-                                 build(api.request.struct, body))
+        return self.pipeline(api, version, [body])[0]
+
+    def pipeline(self, api: Api, version: int, bodies: list[dict[str, Any]], chunk: int = 50) -> list[Any]:
+        """Many requests, `chunk` written at a time before their answers are read (written
+        all at once, a server that waits for its answers to be read would stop reading)."""
+        answers = []
         try:
-            self.sock.sendall(request)
-            size, = _SIZE.unpack(self._read(4))
-            if not 0 <= size <= DEFAULT_MAX_FRAME:
-                raise DecodeError(f"a frame of {size} bytes")
-            correlation, answer = decode_response(api.key, version, self._read(size))
+            for start in range(0, len(bodies), chunk):
+                first = self._correlation + 1
+                frames = []
+                for body in bodies[start:start + chunk]:
+                    self._correlation += 1
+                    frames.append(encode_request(RequestHeader(api.key, version, self._correlation, "groupkeeper-cli"),
+                                                 build(api.request.struct, body)))
+                self.sock.sendall(b"".join(frames))
+                for expected in range(first, self._correlation + 1):
+                    size, = _SIZE.unpack(self._read(4))
+                    if not 0 <= size <= DEFAULT_MAX_FRAME:
+                        raise DecodeError(f"a frame of {size} bytes")
+                    correlation, answer = decode_response(api.key, version, self._read(size))
+                    if correlation != expected:
+                        raise Unreachable(f"{self.address} answered out of order")
+                    answers.append(answer)
         except TimeoutError:
             raise Unreachable(f"{self.address} did not answer {api.name} within {self.timeout:g}s") from None
         except OSError as exc:
             raise Unreachable(f"lost the connection to {self.address}: {_reason(exc)}") from None
         except DecodeError as exc:
             raise Unreachable(f"{self.address} answered {api.name} with what cannot be read ({exc})") from None
-        if correlation != self._correlation:
-            raise Unreachable(f"{self.address} answered out of order")
-        return answer
+        return answers
 
     def _read(self, n: int) -> bytes:
         data = bytearray()

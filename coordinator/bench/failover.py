@@ -21,8 +21,6 @@ takeover's loading; the rest is election, fencing, decoding and the clients' rou
 from __future__ import annotations
 
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -32,55 +30,19 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from protocol import ErrorCode, RequestHeader, decode_response, encode_request
+from protocol import ErrorCode
 from protocol.consumer import encode_subscription
-from protocol.messages import ConsumerProtocolSubscription, build
+from protocol.messages import ConsumerProtocolSubscription
 from protocol.schemas import FIND_COORDINATOR, JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH
 
+from ..admin import Connection, Unreachable
 from ..cluster.placement import partition_for
 from ..store import layout
 from ..store.zkserver import ZooKeeperServer, free_port
 
 INSTANCES = 3
 TOPIC, PARTITIONS = "bench", 4
-CHUNK = 50  # requests written before their answers are read: no deadlock on full buffers
 SUBSCRIPTION = encode_subscription(ConsumerProtocolSubscription(topics=[TOPIC]), 0)
-
-
-class _Connection:
-    """Pipelined requests over one blocking socket."""
-
-    def __init__(self, port: int, timeout: float = 30.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.correlation = 0
-
-    def exchange(self, api, version: int, bodies: list[dict]) -> list:
-        answers = []
-        for start in range(0, len(bodies), CHUNK):
-            chunk = bodies[start:start + CHUNK]
-            frames = []
-            for body in chunk:
-                self.correlation += 1
-                frames.append(encode_request(RequestHeader(api.key, version, self.correlation, "bench"),
-                                             build(api.request.struct, body)))
-            self.sock.sendall(b"".join(frames))
-            for _ in chunk:
-                size, = struct.unpack(">i", self._read(4))
-                answers.append(decode_response(api.key, version, self._read(size))[1])
-        return answers
-
-    def _read(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return bytes(data)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 class _Instance:
@@ -114,22 +76,28 @@ class _Instance:
                 self.process.wait()
 
 
+def _connect(port: int, timeout: float = 10.0) -> Connection | None:
+    try:
+        return Connection("127.0.0.1", port, timeout)
+    except Unreachable:
+        return None
+
+
 def _coordinators(ports: list[int], groups: list[str]) -> dict[str, int | None]:
     """group -> port of the instance FindCoordinator names (None: not available now)."""
     for port in ports:
-        try:
-            connection = _Connection(port, timeout=5)
-        except OSError:
+        connection = _connect(port, timeout=5)
+        if connection is None:
             continue
         try:
             found: dict[str, int | None] = {}
             for start in range(0, len(groups), 1000):
                 keys = groups[start:start + 1000]
-                answer, = connection.exchange(FIND_COORDINATOR, 4, [{"key_type": 0, "coordinator_keys": keys}])
+                answer, = connection.pipeline(FIND_COORDINATOR, 4, [{"key_type": 0, "coordinator_keys": keys}])
                 found.update({c.key: c.port if c.error_code == ErrorCode.NONE else None
                               for c in answer.coordinators})
             return found
-        except OSError:
+        except Unreachable:
             continue
         finally:
             connection.close()
@@ -138,16 +106,15 @@ def _coordinators(ports: list[int], groups: list[str]) -> dict[str, int | None]:
 
 def _answering(port: int, groups: list[str]) -> list[str]:
     """The groups whose JoinGroup the instance at `port` answers as their coordinator."""
-    try:
-        connection = _Connection(port, timeout=10)
-    except OSError:
+    connection = _connect(port)
+    if connection is None:
         return []
     try:
-        answers = connection.exchange(JOIN_GROUP, 4, [{
+        answers = connection.pipeline(JOIN_GROUP, 4, [{
             "group_id": g, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
             "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": SUBSCRIPTION}]}
             for g in groups])
-    except OSError:
+    except Unreachable:
         return []
     finally:
         connection.close()
@@ -186,8 +153,8 @@ def _commit_all(instances: list[_Instance], groups: list[str]) -> None:
     for g, port in found.items():
         by_port.setdefault(port, []).append(g)
     for port, mine in by_port.items():
-        connection = _Connection(port)
-        answers = connection.exchange(OFFSET_COMMIT, 7, [{
+        connection = Connection("127.0.0.1", port, 30.0)
+        answers = connection.pipeline(OFFSET_COMMIT, 7, [{
             "group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",
             "topics": [{"name": TOPIC, "partitions": [{"partition_index": p, "committed_offset": 1000 + p}
                                                       for p in range(PARTITIONS)]}]} for g in mine])
@@ -200,8 +167,8 @@ def _commit_all(instances: list[_Instance], groups: list[str]) -> None:
 def _check_offsets(ports: list[int], groups: list[str]) -> None:
     found = _coordinators(ports, groups)
     for g in groups:
-        connection = _Connection(found[g])
-        answer, = connection.exchange(OFFSET_FETCH, 5, [{"group_id": g, "topics": None}])
+        connection = Connection("127.0.0.1", found[g], 30.0)
+        answer, = connection.pipeline(OFFSET_FETCH, 5, [{"group_id": g, "topics": None}])
         connection.close()
         got = {p.partition_index: p.committed_offset for t in answer.topics for p in t.partitions}
         if got != {p: 1000 + p for p in range(PARTITIONS)}:
