@@ -14,7 +14,8 @@ from kafka.structs import OffsetAndMetadata
 
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build
-from protocol.schemas import API_VERSIONS, OFFSET_COMMIT
+from coordinator.admin import Connection
+from protocol.schemas import API_VERSIONS, OFFSET_COMMIT, OFFSET_FETCH
 from tests.clients import kp_commit, kp_consumer
 from tests.coordinator_process import CoordinatorProcess
 
@@ -202,3 +203,23 @@ def test_connections_over_the_limit_are_refused_and_the_limit_recovers(served):
         except (AssertionError, ConnectionError):
             assert time.monotonic() < deadline, "no connection served after the others closed"
             time.sleep(0.1)
+
+
+def test_empty_names_in_the_offset_apis_are_accepted_and_harm_no_batch_neighbour(served):
+    """Kafka accepts an empty group id and an empty topic name in OffsetCommit/OffsetFetch.
+    Sent pipelined with commits of other groups (flushed together in one ZooKeeper multi()),
+    every commit is acknowledged and reads back."""
+    process, _ = served
+    groups = ["", *(f"neighbour-{i}" for i in range(20))]
+    connection = Connection("127.0.0.1", process.port, 10.0)
+    try:
+        answers = connection.pipeline(OFFSET_COMMIT, 7, [{
+            "group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": t, "partitions": [{"partition_index": 0, "committed_offset": 10 + i}]}
+                       for t in ("", "t")]} for i, g in enumerate(groups)])
+        assert [p.error_code for a in answers for t in a.topics for p in t.partitions] == [0] * 2 * len(groups)
+        fetched = connection.pipeline(OFFSET_FETCH, 5, [{"group_id": g, "topics": None} for g in groups])
+        assert [{(t.name, p.partition_index): p.committed_offset for t in f.topics for p in t.partitions}
+                for f in fetched] == [{("", 0): 10 + i, ("t", 0): 10 + i} for i in range(len(groups))]
+    finally:
+        connection.close()

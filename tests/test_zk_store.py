@@ -11,7 +11,7 @@ from kazoo.protocol.states import KazooState
 
 from coordinator.store import layout
 from coordinator.store.bridge import ZooKeeperBridge
-from coordinator.store.fence import NotOwner, StoreUnavailable, acquire
+from coordinator.store.fence import NotOwner, StoreError, StoreUnavailable, acquire
 from coordinator.store.partition import MetadataTooLarge, PartitionStore
 from coordinator.store.session import SessionGuard
 from coordinator.store.zkserver import ZooKeeperServer
@@ -243,3 +243,56 @@ async def test_a_suspended_session_stops_writes_then_fences(tmp_path):
     finally:
         await zk.stop()
         await trio.to_thread.run_sync(server.stop)
+
+
+async def test_a_commit_zookeeper_refuses_fails_alone_and_its_batch_neighbours_are_stored(zookeeper):
+    """ZooKeeper refuses one group's write (its shard znode was created behind the owner's
+    back: NodeExists); commits of other groups flushed in the same multi() are written again
+    without it and acknowledged, and nothing of the refused one lands, even in a shard a
+    later write rebuilds."""
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    outcomes: dict[str, str] = {}
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            await zk.create(layout.shard_path(partition, "poison", "t", 0), b"{}", makepath=True)
+
+            async def commit(group: str, offset: int) -> None:
+                try:
+                    await store.commit_offsets(group, {("t", 0): (offset, -1, "", 1)})
+                    outcomes[group] = "ok"
+                except StoreError as exc:
+                    outcomes[group] = type(exc).__name__
+
+            async with trio.open_nursery() as commits:  # all queued together: one batch
+                for i in range(20):
+                    commits.start_soon(commit, f"g{i}", i)
+                commits.start_soon(commit, "poison", 99)
+            assert outcomes.pop("poison") == "StoreError"
+            assert set(outcomes.values()) == {"ok"} and len(outcomes) == 20
+            assert store.multis >= 20  # the refused batch was written again, one commit each
+            await store.commit_offsets("g0", {("t", 1): (5, -1, "", 2)})  # rebuilds g0's shard
+            nursery.cancel_scope.cancel()
+        loaded = await PartitionStore(zk, store.fence).load()
+        assert loaded.offsets.pop("poison") == {"t": {}}  # as it was created behind the owner's back
+        assert {g: o["t"][0][0] for g, o in loaded.offsets.items()} == {f"g{i}": i for i in range(20)}
+        assert loaded.offsets["g0"]["t"][1][0] == 5
+    finally:
+        await zk.stop()
+
+
+async def test_empty_group_ids_and_topic_names_are_stored_as_kafka_accepts_them(zookeeper):
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            await store.commit_offsets("", {("", 0): (7, -1, "", 1), ("t", 1): (8, -1, "", 1)})
+            await store.write_group("", {"generation": 0})
+            nursery.cancel_scope.cancel()
+        loaded = await PartitionStore(zk, store.fence).load()
+        assert loaded.offsets == {"": {"": {0: (7, -1, "", 1)}, "t": {1: (8, -1, "", 1)}}}
+        assert loaded.groups == {"": {"generation": 0}}
+    finally:
+        await zk.stop()

@@ -45,14 +45,18 @@ MAX_SHARD_BYTES = MAX_REQUEST_BYTES - 4096  # room for the path, parents and the
 OP_OVERHEAD = 64
 
 
+EMPTY = "%"  # the znode name of an empty group id or topic name (a lone "%" is no escape's output)
+
+
 @functools.lru_cache(maxsize=65536)
 def escape(name: str) -> str:
-    """A group or topic name as one znode name: no "/", never "." or ".."."""
-    return quote(name, safe="").replace(".", "%2E")
+    """A group or topic name as one znode name: no "/", never "." or "..", never empty
+    (Kafka accepts empty group ids and topic names in the offset APIs)."""
+    return quote(name, safe="").replace(".", "%2E") or EMPTY
 
 
 def unescape(node: str) -> str:
-    return unquote(node)
+    return "" if node == EMPTY else unquote(node)
 
 
 def partition_state_path(topic: str, partition: int) -> str:

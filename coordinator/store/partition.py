@@ -49,6 +49,7 @@ class _Commit:
     entries: dict[tuple[str, int], OffsetEntry]
     done: trio.Event = field(default_factory=trio.Event)
     error: Exception | None = None
+    alone: bool = False  # its batch was refused: written in a multi() of its own, so it fails alone
 
 
 @dataclass
@@ -72,6 +73,7 @@ class PartitionStore:
         self._nodes: set[str] = set()  # znodes under this partition known to exist
         self._queue: list[_Commit] = []
         self._queued = trio.Event()
+        self._in_flight: list[list] = []  # what each multi() sent and not yet answered applies, in order
         self.multis = 0  # multi() calls made for offsets, for the benchmark and metrics
         self._closed = False  # handing over: no new writes
         self._writing = 0  # writes accepted and not yet confirmed or failed
@@ -238,8 +240,10 @@ class PartitionStore:
                     multis = [(txn.commit_async(), created, applied) for txn, created, applied in built]
                 except (NotOwner, StoreUnavailable, StoreError) as exc:
                     slots.release()
+                    self._resync_latest()
                     _finish(batch, exc)
                     continue
+                self._in_flight += [applied for _, _, applied in multis]
                 nursery.start_soon(self._confirm, batch, multis, slots)
 
     async def _confirm(self, batch: list[_Commit], multis: list, slots: trio.Semaphore) -> None:
@@ -253,6 +257,8 @@ class PartitionStore:
                         self._nodes.difference_update(later_created)
                     error = exc
                     break
+                finally:
+                    self._in_flight = [a for a in self._in_flight if a is not applied]
                 self.multis += 1
                 for group, topic, updates in applied:
                     self.durable.setdefault(group, {}).setdefault(topic, {}).update(updates)
@@ -260,16 +266,46 @@ class PartitionStore:
                 error = None
         finally:  # cancelled too: a waiting commit is never left hanging
             slots.release()
-            _finish(batch, error)
+            if error is not None:
+                failed = {id(applied) for _, _, applied in multis}
+                self._in_flight = [a for a in self._in_flight if id(a) not in failed]
+                self._resync_latest()
+            if isinstance(error, StoreError) and len(batch) > 1:
+                self._retry_alone(batch)  # one of them was refused: find which, keep the others
+            else:
+                _finish(batch, error)
+
+    def _resync_latest(self) -> None:
+        """After a failed multi(): what later writes build on is what ZooKeeper confirmed plus
+        what is still in flight, never the values that failed (a later write of the same
+        shard would otherwise land them after all)."""
+        latest = {g: {t: dict(ps) for t, ps in topics.items()} for g, topics in self.durable.items()}
+        for applied in self._in_flight:
+            for group, topic, updates in applied:
+                latest.setdefault(group, {}).setdefault(topic, {}).update(updates)
+        self._latest = latest
+
+    def _retry_alone(self, batch: list[_Commit]) -> None:
+        """ZooKeeper refused a batch for what one of its commits holds: each is written again
+        in a multi() of its own, first, so only the culprit fails."""
+        for commit in batch:
+            commit.alone = True
+        self._queue[:0] = batch
+        self._queued.set()
 
     def _take_batch(self) -> tuple[list[_Commit], list[_Commit]]:
-        """As many queued commits as fit in one multi(), oldest first; at least one.
+        """As many queued commits as fit in one multi(), oldest first; at least one; a commit
+        to be written alone makes a batch of its own.
 
         The size of a shard's write is bounded by its last written size plus a bound for
         every entry the batch puts in it, plus room for its path and two parents."""
+        if self._queue[0].alone:
+            return self._queue[:1], self._queue[1:]
         size = 0
         touched: set[ShardKey] = set()
         for i, commit in enumerate(self._queue):
+            if commit.alone:
+                return self._queue[:i], self._queue[i:]
             cost = 0
             for (topic, p), entry in commit.entries.items():
                 key = (commit.group, topic, p // layout.SHARD_PARTITIONS)
