@@ -30,6 +30,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "group_max_session_timeout_ms": (int, 1_800_000),
     "group_initial_rebalance_delay_ms": (int, 3000),
     "group_max_size": (int, 0),
+    "group_id_max_length": (int, 1024),  # characters; longer group ids: INVALID_GROUP_ID
     "strict_assignment": (bool, False),
     "shutdown_grace": (float, 5.0),
     "max_request_bytes": (int, 100 * 1024 * 1024),

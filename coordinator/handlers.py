@@ -28,6 +28,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_GROUPS.key: (0, 5), DELETE_GROUPS.key: (0, 2),
 }
 INSTANCE_NODE_BASE = 1_000_000_000  # coordinator node ids: never a broker's
+MAX_TOPIC_NAME = 249  # characters: Kafka's limit on topic names
+MAX_OFFSET_METADATA = 4096  # characters: Kafka's offset.metadata.max.bytes
 CLUSTER_ID = "groupkeeper"
 
 
@@ -132,9 +134,7 @@ class Handlers:
     # -- membership -----------------------------------------------------------------------
 
     async def join_group(self, header, request, client_host):
-        route = self.coordinator.route(request.group_id)
-        if not request.group_id:
-            return m.JoinGroupResponse(error_code=E.INVALID_GROUP_ID, member_id=request.member_id)
+        route = self.coordinator.route(request.group_id, empty_ok=False)
         if not isinstance(route, Owned):
             return m.JoinGroupResponse(error_code=route, member_id=request.member_id)
         protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
@@ -155,7 +155,7 @@ class Handlers:
                      for mid, iid, meta in reply.members])
 
     async def sync_group(self, header, request, client_host):
-        route = self.coordinator.route(request.group_id)
+        route = self.coordinator.route(request.group_id, empty_ok=False)
         if not isinstance(route, Owned):
             return m.SyncGroupResponse(error_code=route)
         reply = await route.groups.sync(
@@ -167,14 +167,14 @@ class Handlers:
                                    protocol_name=reply.protocol_name, assignment=reply.assignment)
 
     async def heartbeat(self, header, request, client_host):
-        route = self.coordinator.route(request.group_id)
+        route = self.coordinator.route(request.group_id, empty_ok=False)
         if not isinstance(route, Owned):
             return m.HeartbeatResponse(error_code=route)
         return m.HeartbeatResponse(error_code=route.groups.heartbeat(
             request.group_id, request.member_id, request.generation_id, request.group_instance_id))
 
     async def leave_group(self, header, request, client_host):
-        route = self.coordinator.route(request.group_id)
+        route = self.coordinator.route(request.group_id, empty_ok=False)
         leaving = ([(request.member_id, None)] if header.api_version < 3 else
                    [(x.member_id, x.group_instance_id) for x in request.members])
         if not isinstance(route, Owned):
@@ -202,12 +202,15 @@ class Handlers:
                                           request.generation_id_or_member_epoch, request.group_instance_id)
         if error != E.NONE:
             return answer(lambda topic, p: error)
-        too_long = {(t.name, p.partition_index) for t in request.topics for p in t.partitions
-                    if p.committed_metadata is not None and len(p.committed_metadata) > 4096}
+        refused = {(t.name, p.partition_index): E.INVALID_TOPIC_EXCEPTION if len(t.name) > MAX_TOPIC_NAME
+                   else E.OFFSET_METADATA_TOO_LARGE
+                   for t in request.topics for p in t.partitions
+                   if len(t.name) > MAX_TOPIC_NAME or (p.committed_metadata is not None
+                                                       and len(p.committed_metadata) > MAX_OFFSET_METADATA)}
         now_ms = int(time.time() * 1000)
         entries = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch,
                                                  p.committed_metadata, now_ms)
-                   for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in too_long}
+                   for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in refused}
         started = time.perf_counter()
         try:
             if entries:
@@ -223,7 +226,7 @@ class Handlers:
                 "offsets_committed", request.group_id, generation=request.generation_id_or_member_epoch,
                 member=request.member_id or None,
                 offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), (o, *_) in entries.items()])
-        return answer(lambda topic, p: E.OFFSET_METADATA_TOO_LARGE if (topic, p) in too_long else E.NONE)
+        return answer(lambda topic, p: refused.get((topic, p), E.NONE))
 
     async def offset_fetch(self, header, request, client_host):
         if header.api_version >= 8:

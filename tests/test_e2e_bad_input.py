@@ -9,13 +9,17 @@ import struct
 import time
 
 import pytest
+from kazoo.client import KazooClient
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build
 from coordinator.admin import Connection
-from protocol.schemas import API_VERSIONS, OFFSET_COMMIT, OFFSET_FETCH
+from coordinator.cluster.placement import partition_for
+from coordinator.store import layout
+from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, JOIN_GROUP, OFFSET_COMMIT,
+                              OFFSET_FETCH)
 from tests.clients import kp_commit, kp_consumer
 from tests.coordinator_process import CoordinatorProcess
 
@@ -223,3 +227,46 @@ def test_empty_names_in_the_offset_apis_are_accepted_and_harm_no_batch_neighbour
                 for f in fetched] == [{("", 0): 10 + i, ("t", 0): 10 + i} for i in range(len(groups))]
     finally:
         connection.close()
+
+
+def test_oversized_group_ids_and_topic_names_are_refused_up_front(served):
+    """A group id over group_id_max_length (1024) is INVALID_GROUP_ID in every API, a topic
+    name over Kafka's 249 characters INVALID_TOPIC_EXCEPTION in a commit, and nothing of
+    either reaches ZooKeeper; names at the limits are served."""
+    process, _ = served
+    huge, longest, topic = "g" * 100_000, "g" * 1024, "t" * 250
+    connection = Connection("127.0.0.1", process.port, 10.0)
+    try:
+        commit = {"generation_id_or_member_epoch": -1, "member_id": "",
+                  "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]}
+        # flexible versions, whose compact strings may exceed the classic int16 lengths
+        refused, = connection.pipeline(OFFSET_COMMIT, 8, [{"group_id": huge, **commit}])
+        assert refused.topics[0].partitions[0].error_code == ErrorCode.INVALID_GROUP_ID
+        joined, = connection.pipeline(JOIN_GROUP, 6, [{
+            "group_id": huge, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}])
+        assert joined.error_code == ErrorCode.INVALID_GROUP_ID
+        found, = connection.pipeline(FIND_COORDINATOR, 3, [{"key": huge, "key_type": 0}])
+        assert found.error_code == ErrorCode.INVALID_GROUP_ID
+        fetched, = connection.pipeline(OFFSET_FETCH, 6, [{"group_id": huge, "topics": None}])
+        assert fetched.error_code == ErrorCode.INVALID_GROUP_ID
+        described, = connection.pipeline(DESCRIBE_GROUPS, 5, [{"groups": [huge]}])
+        assert described.groups[0].error_code == ErrorCode.INVALID_GROUP_ID
+
+        mixed, = connection.pipeline(OFFSET_COMMIT, 7, [{"group_id": longest, **commit, "topics": [
+            {"name": name, "partitions": [{"partition_index": 0, "committed_offset": 5}]}
+            for name in (topic, "t" * 249)]}])
+        assert [t.partitions[0].error_code for t in mixed.topics] == [ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                                      ErrorCode.NONE]
+    finally:
+        connection.close()
+    client = KazooClient(hosts=process.zookeeper)
+    client.start(timeout=10)
+    try:
+        stored = [name for n in range(50) for name in client.get_children(layout.groups_path(n))]
+        assert layout.escape(longest) in stored and layout.escape(huge) not in stored
+        topics = client.get_children(layout.offsets_path(partition_for(longest, 50), longest))
+        assert topics == [layout.escape("t" * 249)]
+    finally:
+        client.stop()
+        client.close()

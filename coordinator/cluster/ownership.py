@@ -96,8 +96,13 @@ class Coordinator:
 
     # -- answering --------------------------------------------------------------------------
 
-    def route(self, group_id: str) -> Owned | ErrorCode:
-        """The group-partition serving `group_id` here, or the error to answer with."""
+    def route(self, group_id: str, empty_ok: bool = True) -> Owned | ErrorCode:
+        """The group-partition serving `group_id` here, or the error to answer with. Kafka
+        accepts an empty group id in the offset and admin APIs, not in membership ones
+        (`empty_ok=False`); an id over the configured length is refused before anything is
+        kept of it."""
+        if len(group_id) > self.group_config.max_group_id_length or not (group_id or empty_ok):
+            return E.INVALID_GROUP_ID
         if self.guard.fenced or not self.group_partitions:
             return E.NOT_COORDINATOR
         n = partition_for(group_id, self.group_partitions)
@@ -115,6 +120,8 @@ class Coordinator:
 
     def coordinator_of(self, group_id: str) -> Instance | ErrorCode:
         """Where `group_id` is served: the live instance the placement puts it on."""
+        if len(group_id) > self.group_config.max_group_id_length:
+            return E.INVALID_GROUP_ID
         if self.guard.fenced or self.placement is None:
             return E.COORDINATOR_NOT_AVAILABLE
         owner = self.placement.owner(partition_for(group_id, self.group_partitions))

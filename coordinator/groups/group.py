@@ -27,6 +27,7 @@ class GroupConfig:
     max_session_timeout: float = 1800.0  # group.max.session.timeout.ms
     initial_rebalance_delay: float = 3.0  # group.initial.rebalance.delay.ms
     max_size: int = 0  # group.max.size; 0: no limit
+    max_group_id_length: int = 1024  # characters; longer ids are refused (INVALID_GROUP_ID)
 
 
 @dataclass

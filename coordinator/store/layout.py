@@ -46,13 +46,22 @@ OP_OVERHEAD = 64
 
 
 EMPTY = "%"  # the znode name of an empty group id or topic name (a lone "%" is no escape's output)
+CACHED_NAME = 256  # characters: names up to this long are escaped once and remembered
 
 
-@functools.lru_cache(maxsize=65536)
 def escape(name: str) -> str:
     """A group or topic name as one znode name: no "/", never "." or "..", never empty
-    (Kafka accepts empty group ids and topic names in the offset APIs)."""
+    (Kafka accepts empty group ids and topic names in the offset APIs). Short names, the
+    common case on the commit path, come from a bounded cache; long ones are escaped each
+    time, so the cache never holds more than CACHED_NAME characters a name."""
+    return _escape_cached(name) if len(name) <= CACHED_NAME else _escape(name)
+
+
+def _escape(name: str) -> str:
     return quote(name, safe="").replace(".", "%2E") or EMPTY
+
+
+_escape_cached = functools.lru_cache(maxsize=65536)(_escape)
 
 
 def unescape(node: str) -> str:
