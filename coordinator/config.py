@@ -35,7 +35,10 @@ KEYS: dict[str, tuple[type, Any]] = {
     "shutdown_grace": (float, 5.0),
     "max_request_bytes": (int, 100 * 1024 * 1024),
     "max_connections": (int, 10_000),
+    "max_connections_per_ip": (int, 1_000),
     "connections_max_idle_ms": (int, 600_000),
+    "request_read_timeout_ms": (int, 30_000),
+    "max_queued_reply_bytes": (int, 16 * 1024 * 1024),
     "events": (bool, True),  # the event log under data_dir/events (docs/events.md)
     "events_max_bytes": (int, 64 * 1024 * 1024),
     "events_max_age": (float, 3600.0),

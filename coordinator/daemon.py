@@ -89,7 +89,9 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
             guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
             await nursery.start(coordinator.run)
             server = Server(Handlers(coordinator, registry), Limits(
-                config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000))
+                config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000,
+                config["max_connections_per_ip"], config["request_read_timeout_ms"] / 1000,
+                config["max_queued_reply_bytes"]))
             await nursery.start(server.serve, listeners)
             if config["metrics_listen"]:
                 metrics.REGISTRY.register(metrics.GroupsCollector(

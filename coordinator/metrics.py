@@ -46,6 +46,9 @@ CONNECTIONS = Gauge("groupkeeper_connections", "Open client connections.", regis
 CONNECTIONS_CLOSED = Counter("groupkeeper_connections_closed_total",
                              "Client connections closed by the server for a bad frame or a limit.",
                              ["reason"], registry=REGISTRY)
+ACCEPT_FAILURES = Counter("groupkeeper_accept_failures_total",
+                          "accept() calls that failed for want of resources (file descriptors, memory), by errno; "
+                          "the server backs off and goes on.", ["reason"], registry=REGISTRY)
 REBALANCES = Counter("groupkeeper_rebalances_total", "Rebalances completed, by what started them.",
                      ["reason"], registry=REGISTRY)
 REBALANCE_SECONDS = Histogram(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -24,9 +25,11 @@ from tests.in_process import make_chroot
 
 class CoordinatorProcess:
     def __init__(self, zookeeper, tmp_path: Path, env: dict[str, str] | None = None, chroot: str | None = None,
-                 **config):
+                 open_files: int | None = None, **config):
         """`chroot`: join the cluster of another CoordinatorProcess (give it its `chroot` and
-        an `instance_id` of its own); default: a cluster of its own."""
+        an `instance_id` of its own); default: a cluster of its own. `open_files`: the
+        process's limit on open file descriptors."""
+        self.open_files = open_files
         self.chroot = chroot or make_chroot(zookeeper.connect_string, "gk-test")
         self.zookeeper = zookeeper.connect_string + self.chroot
         self.port, self.metrics_port = free_port(), free_port()
@@ -54,8 +57,12 @@ class CoordinatorProcess:
         if self.starts > 1:
             self.log_path = self.tmp_path / f"groupkeeper-{self.port}-{self.starts}.log"
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command, stderr=log, stdout=log, env=self.env)
+            self.process = subprocess.Popen(self.command, stderr=log, stdout=log, env=self.env,
+                                            preexec_fn=self._limit if self.open_files else None)
         self.wait_for_log("group-partitions loaded", timeout)
+
+    def _limit(self) -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def events(self) -> list[dict]:
         lines = self.log_path.read_text().splitlines() if self.log_path.exists() else []
