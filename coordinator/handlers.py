@@ -230,8 +230,8 @@ class Handlers:
 
     async def offset_fetch(self, header, request, client_host):
         if header.api_version >= 8:
-            groups = [self._fetch_group(g.group_id, None if g.topics is None else
-                                        [(t.name, t.partition_indexes) for t in g.topics], header.api_version)
+            groups = [await self._fetch_group(g.group_id, None if g.topics is None else
+                                              [(t.name, t.partition_indexes) for t in g.topics], header.api_version)
                       for g in request.groups]
             return m.OffsetFetchResponse(groups=[
                 m.OffsetFetchResponseGroup(group_id=gid, error_code=error, topics=[
@@ -241,16 +241,21 @@ class Handlers:
                         for p, o, e, md, pe in parts]) for name, parts in topics])
                 for gid, error, topics in groups])
         topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
-        _, error, result = self._fetch_group(request.group_id, topics, header.api_version)
+        _, error, result = await self._fetch_group(request.group_id, topics, header.api_version)
         return m.OffsetFetchResponse(error_code=error, topics=[
             m.OffsetFetchResponseTopic(name=name, partitions=[
                 m.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
                                                metadata=md, error_code=pe if header.api_version >= 2 or error == E.NONE else error)
                 for p, o, e, md, pe in parts]) for name, parts in result])
 
-    def _fetch_group(self, group_id: str, topics, version: int):
+    async def _fetch_group(self, group_id: str, topics, version: int):
         """(group, error, [(topic, [(partition, offset, epoch, metadata, error)])])."""
         route = self.coordinator.route(group_id)
+        if isinstance(route, Owned):
+            try:  # a write of the group's whose outcome is unknown is read back first
+                await route.store.settle(group_id)
+            except (NotOwner, StoreUnavailable, StoreError) as exc:
+                route = store_error_code(exc)
         if not isinstance(route, Owned):
             return group_id, route, [(name, [(p, -1, -1, "", route) for p in parts]) for name, parts in topics or []]
         committed = route.store.durable.get(group_id, {})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import signal
 
 import pytest
 import trio
@@ -296,3 +297,37 @@ async def test_empty_group_ids_and_topic_names_are_stored_as_kafka_accepts_them(
         assert loaded.groups == {"": {"generation": 0}}
     finally:
         await zk.stop()
+
+
+async def test_a_write_of_unknown_outcome_is_read_back_before_offsets_are_answered(tmp_path):
+    """ZooKeeper paused with a commit's multi() in its socket: the client gives the write up
+    (COORDINATOR_NOT_AVAILABLE upstream), ZooKeeper resumes and applies it all the same. What
+    the store answers afterwards is what ZooKeeper holds, not what it had confirmed before."""
+    server = ZooKeeperServer(tmp_path, free_port(), tick_ms=500)  # sessions of up to 10 s
+    await trio.to_thread.run_sync(server.start)
+    zk = await _bridge(server.connect_string, timeout=6.0)
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, 0, nursery)
+            await store.commit_offsets("g", {("t", 0): (1, -1, "", 1)})
+            server.process.send_signal(signal.SIGSTOP)
+            try:
+                with pytest.raises(StoreUnavailable):  # kazoo gives up after 2/3 of the session
+                    await store.commit_offsets("g", {("t", 0): (2, -1, "", 2)})
+            finally:
+                server.process.send_signal(signal.SIGCONT)
+            assert store.durable["g"]["t"][0][0] == 1  # what was confirmed
+            with trio.fail_after(20):
+                while True:
+                    try:
+                        await store.settle("g")
+                        break
+                    except StoreUnavailable:  # not reconnected yet
+                        await trio.sleep(0.1)
+            data, _ = await zk.get(layout.shard_path(0, "g", "t", 0))
+            landed = layout.decode(data)["0"][0]
+            assert store.durable["g"]["t"][0][0] == landed == 2  # it had landed: now answered
+            nursery.cancel_scope.cancel()
+    finally:
+        await zk.stop()
+        await trio.to_thread.run_sync(server.stop)

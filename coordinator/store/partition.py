@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import trio
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 
 from . import layout
 from .bridge import ZooKeeperBridge
@@ -74,6 +74,7 @@ class PartitionStore:
         self._queue: list[_Commit] = []
         self._queued = trio.Event()
         self._in_flight: list[list] = []  # what each multi() sent and not yet answered applies, in order
+        self._uncertain: dict[str, set[ShardKey]] = {}  # by group: shards a write of unknown outcome touched
         self.multis = 0  # multi() calls made for offsets, for the benchmark and metrics
         self._closed = False  # handing over: no new writes
         self._writing = 0  # writes accepted and not yet confirmed or failed
@@ -196,6 +197,7 @@ class PartitionStore:
         self.groups.pop(group, None)
         self.durable.pop(group, None)
         self._latest.pop(group, None)
+        self._uncertain.pop(group, None)
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -270,10 +272,42 @@ class PartitionStore:
                 failed = {id(applied) for _, _, applied in multis}
                 self._in_flight = [a for a in self._in_flight if id(a) not in failed]
                 self._resync_latest()
+            if isinstance(error, StoreUnavailable):  # they may have landed all the same
+                for _, _, applied in multis:
+                    for group, topic, updates in applied:
+                        self._uncertain.setdefault(group, set()).update(
+                            (group, topic, p // layout.SHARD_PARTITIONS) for p in updates)
             if isinstance(error, StoreError) and len(batch) > 1:
                 self._retry_alone(batch)  # one of them was refused: find which, keep the others
             else:
                 _finish(batch, error)
+
+    async def settle(self, group: str) -> None:
+        """Read back the shards of `group` that a write of unknown outcome touched (ZooKeeper
+        did not confirm it: it may or may not have landed), so that what OffsetFetch answers is
+        what ZooKeeper holds. Raises StoreUnavailable while ZooKeeper cannot answer."""
+        keys = self._uncertain.get(group)
+        if not keys:
+            return
+        keys = sorted(keys)
+        try:
+            reads = await self.zk.read_many([(GET, layout.shard_path(self.partition, *key)) for key in keys])
+        except KazooException as exc:
+            raise StoreUnavailable(f"reading back group {group!r}: {type(exc).__name__}") from None
+        for key, read in zip(keys, reads):
+            if isinstance(read, Exception) and not isinstance(read, NoNodeError):
+                raise StoreUnavailable(f"reading back group {group!r}: {type(read).__name__}")
+            content = {} if isinstance(read, NoNodeError) else {
+                int(p): tuple(entry) for p, entry in layout.decode(read[0]).items()}
+            first = key[2] * layout.SHARD_PARTITIONS
+            partitions = self.durable.setdefault(group, {}).setdefault(key[1], {})
+            for p in range(first, first + layout.SHARD_PARTITIONS):
+                partitions.pop(p, None)
+            partitions.update(content)
+            self._uncertain[group].discard(key)
+        if not self._uncertain[group]:
+            del self._uncertain[group]
+        self._resync_latest()
 
     def _resync_latest(self) -> None:
         """After a failed multi(): what later writes build on is what ZooKeeper confirmed plus
