@@ -73,12 +73,14 @@ def _reference(target: str, sizes: tuple[int, int, int, bool], memory_gib: float
     import os
     import resource
 
+    limits = resource.getrlimit(resource.RLIMIT_AS)
     try:
         from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
         pages = int(open("/proc/self/statm").read().split()[0])
         cap = pages * os.sysconf("SC_PAGE_SIZE") + int(memory_gib * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        # the soft limit only: lifted again to report running out (reporting needs memory too)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, limits[1]))
         members, counts = group(*sizes)
         Member = namedtuple("Member", "member_id group_instance_id metadata")
         kp_members = [Member(m.member_id, None, ConsumerProtocolSubscription(0, list(m.topics), b""))
@@ -98,6 +100,7 @@ def _reference(target: str, sizes: tuple[int, int, int, bool], memory_gib: float
         assignor.assign(Cluster(), kp_members)
         out.send(("ok", time.perf_counter() - start))
     except MemoryError:
+        resource.setrlimit(resource.RLIMIT_AS, limits)
         out.send(("failed", f"out of memory (over {memory_gib:g} GiB more)"))
     except Exception as exc:  # reported by the parent, not mistaken for slowness
         out.send(("failed", f"{type(exc).__name__}: {exc}"))
