@@ -255,24 +255,28 @@ class GroupsAdmin:
         return node
 
     def _at_coordinator(self, group: str, ask: Callable[[Connection], tuple[int, Any]]) -> tuple[Node, int, Any]:
-        """`ask` the group's coordinator; again while it answers a retriable error, for up to
-        the timeout, finding the coordinator anew when the group has moved (NOT_COORDINATOR,
-        COORDINATOR_NOT_AVAILABLE) or the node went away. (node, error, answer)."""
-        deadline = time.monotonic() + self.timeout
-        while True:
+        """`ask` the group's coordinator, found anew on every attempt (`_until_settled`), so
+        that a group that moved (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) or a node that
+        went away is followed. (node, error, answer); a node still unreachable at the end
+        raises Unreachable."""
+        failure: list[Unreachable] = []
+
+        def attempt() -> tuple[int, tuple[Node, Any]]:
+            failure.clear()
             node = self.coordinator(group)
             try:
                 error, value = ask(self.connect(node.host, node.port))
-            except Unreachable:
-                self._connections.pop((node.host, node.port), None)  # it may be back in a moment
-                if time.monotonic() >= deadline:
-                    raise
+            except Unreachable as exc:
+                failure.append(exc)
                 error, value = E.COORDINATOR_NOT_AVAILABLE, None
-            if not _retriable(error) or time.monotonic() >= deadline:
-                return node, error, value
             if error in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE):
-                self._connections.pop((node.host, node.port), None)
-            time.sleep(0.1)
+                self._connections.pop((node.host, node.port), None)  # it may be back in a moment
+            return error, (node, value)
+
+        error, (node, value) = self._until_settled(attempt)
+        if failure:
+            raise failure[0]
+        return node, error, value
 
     def list_groups(self) -> list[tuple[str, str, str | None]]:
         """(group, protocol type, state or None when the coordinator does not say) of the

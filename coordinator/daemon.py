@@ -56,10 +56,7 @@ async def run(config: dict[str, Any]) -> None:
 async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assignor], log) -> None:
     host, port = _address(config["listen"])
     adv_host, adv_port = _address(config["advertised_listener"] or config["listen"])
-    try:  # bound before joining the cluster: a port in use stops start-up before anything moves here
-        listeners = await trio.open_tcp_listeners(port, host=host)
-    except OSError as exc:
-        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    listeners = await _listen(host, port)  # before joining the cluster: a port in use stops start-up first
     bound = listeners[0].socket.getsockname()[1]
     zk = ZooKeeperBridge(hosts, config["zk_session_timeout"])
     try:  # not connected within one session timeout: give up
@@ -99,8 +96,9 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                     lambda: len(coordinator.owned), lambda: coordinator.group_partitions,
                     lambda: len(membership.live), config["metrics_group_series"]))
                 m_host, m_port = _address(config["metrics_listen"])
-                m_bound = await _listen(nursery, metrics.serve_metrics, m_host, m_port)
-                log.info("metrics endpoint", url=f"http://{m_host}:{m_bound}/metrics")
+                m_listeners = await _listen(m_host, m_port)
+                await nursery.start(metrics.serve_metrics, m_listeners)
+                log.info("metrics endpoint", url=f"http://{m_host}:{m_listeners[0].socket.getsockname()[1]}/metrics")
             log.info("instance registered", zookeeper=hosts, path=layout.instance_path(config["instance_id"]),
                      session_timeout_s=round(zk.session_timeout, 3))
             log.info("listening", host=host, port=bound, advertised=f"{adv_host}:{adv_port or bound}")
@@ -149,9 +147,9 @@ async def _notify_ready(scope: trio.CancelScope, coordinator: Coordinator, statu
         systemd.notify("READY=1", f"STATUS={status}, {len(coordinator.owned)} group-partitions loaded")
 
 
-async def _listen(nursery: trio.Nursery, serve, host: str, port: int) -> int:
+async def _listen(host: str, port: int) -> list[trio.SocketListener]:
     try:
-        return await nursery.start(serve, host, port)
+        return await trio.open_tcp_listeners(port, host=host)
     except OSError as exc:
         raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 

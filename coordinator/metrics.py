@@ -198,10 +198,9 @@ class GroupsCollector:
 MAX_HEAD_BYTES = 8192
 
 
-async def serve_metrics(host: str, port: int, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """A minimal HTTP/1.1 server: GET /metrics, one request per connection."""
-    listeners = await trio.open_tcp_listeners(port, host=host)
-    task_status.started(listeners[0].socket.getsockname()[1])
+async def serve_metrics(listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """A minimal HTTP/1.1 server on `listeners`: GET /metrics, one request per connection."""
+    task_status.started()
     log = logs.get("groupkeeper.metrics")
 
     async def scrape(stream: trio.SocketStream) -> None:

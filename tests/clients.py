@@ -15,7 +15,7 @@ from kafka.errors import CommitFailedError, RebalanceInProgressError
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.consumer import decode_assignment, encode_assignment, encode_subscription
 from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition, build
-from protocol.schemas import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, METADATA, OFFSET_COMMIT,
+from protocol.schemas import (DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, METADATA, OFFSET_COMMIT,
                               OFFSET_FETCH, SYNC_GROUP)
 
 
@@ -271,6 +271,15 @@ def find_coordinator(bootstraps: list[int], group: str, timeout: float = 30.0) -
                 return answer.port
         assert time.monotonic() < deadline, f"no coordinator found for {group}"
         time.sleep(0.05)
+
+
+def described(bootstraps: list[int], group: str):
+    """DescribeGroups' answer for `group`, from its coordinator wherever it is now."""
+    connection = RawConnection(find_coordinator(bootstraps, group))
+    try:
+        return connection.call(DESCRIBE_GROUPS, 5, {"groups": [group]}).groups[0]
+    finally:
+        connection.close()
 
 
 def committed(bootstraps: list[int], group: str, timeout: float = 30.0) -> dict[tuple[str, int], int]:

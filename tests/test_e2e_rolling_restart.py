@@ -13,9 +13,9 @@ from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from protocol import ErrorCode
-from protocol.schemas import DESCRIBE_GROUPS
 
-from .clients import CK, RawConnection, committed, find_coordinator, kp_assigned, kp_commit, kp_consumer, poll_until
+from .clients import (CK, RawConnection, committed, described, kp_assigned, kp_commit, kp_consumer,
+                      poll_until)
 from .coordinator_process import cluster
 
 TOPIC, PARTITIONS = "orders", 6
@@ -92,12 +92,8 @@ def _restart(process) -> None:
 def _members(ports: list[int]) -> set[str]:
     deadline = time.monotonic() + 30
     while True:
-        connection = RawConnection(find_coordinator(ports, GROUP))
-        try:
-            described = connection.call(DESCRIBE_GROUPS, 5, {"groups": [GROUP]}).groups[0]
-        finally:
-            connection.close()
-        if described.error_code == ErrorCode.NONE and described.group_state == "Stable":
-            return {m.member_id for m in described.members}
-        assert time.monotonic() < deadline, described
+        found = described(ports, GROUP)
+        if found.error_code == ErrorCode.NONE and found.group_state == "Stable":
+            return {m.member_id for m in found.members}
+        assert time.monotonic() < deadline, found
         time.sleep(0.1)

@@ -26,9 +26,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from coordinator.cluster.placement import DEFAULT_GROUP_PARTITIONS, partition_for
 from coordinator.store import layout
 from protocol import ErrorCode
-from protocol.schemas import DESCRIBE_GROUPS, METADATA, OFFSET_COMMIT, OFFSET_FETCH
+from protocol.schemas import METADATA, OFFSET_COMMIT, OFFSET_FETCH
 
-from .clients import RawConnection, RoamingMember, committed, converge, find_coordinator, one_generation
+from .clients import (RawConnection, RoamingMember, committed, converge, described, find_coordinator,
+                      one_generation)
 from .coordinator_process import CoordinatorProcess, cluster, read_events
 
 SESSION = 3.0  # the instances' ZooKeeper session timeout: how long a failover takes to detect
@@ -56,13 +57,9 @@ def group_owned_by(owner: CoordinatorProcess, everyone: list[CoordinatorProcess]
 def check_the_group(everyone: list[CoordinatorProcess], group: str, members: list[RoamingMember], acked: dict):
     """The coordinator's view agrees with the members', and every acknowledged commit is there."""
     ports = [p.port for p in everyone if p.process.poll() is None]
-    connection = RawConnection(find_coordinator(ports, group))
-    try:
-        described = connection.call(DESCRIBE_GROUPS, 5, {"groups": [group]}).groups[0]
-    finally:
-        connection.close()
-    assert described.error_code == ErrorCode.NONE and described.group_state == "Stable"
-    assert {m.member_id for m in described.members} == {m.member_id for m in members}
+    found = described(ports, group)
+    assert found.error_code == ErrorCode.NONE and found.group_state == "Stable"
+    assert {m.member_id for m in found.members} == {m.member_id for m in members}
     stored = committed(ports, group)
     assert acked and all(stored.get(tp, -1) >= offset for tp, offset in acked.items()), (acked, stored)
 
@@ -86,14 +83,6 @@ def wait_for(condition, timeout: float = 30.0, what: str = "condition") -> None:
     while not condition():
         assert time.monotonic() < deadline, f"{what} not reached in {timeout}s"
         time.sleep(0.02)
-
-
-def described_state(ports: list[int], group: str) -> str:
-    connection = RawConnection(find_coordinator(ports, group))
-    try:
-        return connection.call(DESCRIBE_GROUPS, 5, {"groups": [group]}).groups[0].group_state
-    finally:
-        connection.close()
 
 
 def start_group(a: CoordinatorProcess, instances, prefix: str, topic: str = "t", partitions: int = 4,
@@ -173,7 +162,7 @@ def test_phase_3_the_owner_dies_with_some_join_requests_waiting(instances):
     first = members[0]
     first.subscribe("t", "u")  # a changed subscription: a rebalance
     first.send_join()  # waits for the other member, which never comes
-    wait_for(lambda: described_state(ports, group) == "PreparingRebalance", what="the rebalance")
+    wait_for(lambda: described(ports, group).group_state == "PreparingRebalance", what="the rebalance")
     a.signal(signal.SIGKILL)
     converge(members, {("t", p) for p in range(4)} | {("u", 0), ("u", 1)}, acked)
     check_the_group(instances, group, members, acked)

@@ -101,7 +101,7 @@ class Coordinator:
         accepts an empty group id in the offset and admin APIs, not in membership ones
         (`empty_ok=False`); an id over the configured length is refused before anything is
         kept of it."""
-        if len(group_id) > self.group_config.max_group_id_length or not (group_id or empty_ok):
+        if self._invalid(group_id) or not (group_id or empty_ok):
             return E.INVALID_GROUP_ID
         if self.guard.fenced or not self.group_partitions:
             return E.NOT_COORDINATOR
@@ -120,12 +120,15 @@ class Coordinator:
 
     def coordinator_of(self, group_id: str) -> Instance | ErrorCode:
         """Where `group_id` is served: the live instance the placement puts it on."""
-        if len(group_id) > self.group_config.max_group_id_length:
+        if self._invalid(group_id):
             return E.INVALID_GROUP_ID
         if self.guard.fenced or self.placement is None:
             return E.COORDINATOR_NOT_AVAILABLE
         owner = self.placement.owner(partition_for(group_id, self.group_partitions))
         return self.membership.live.get(owner, E.COORDINATOR_NOT_AVAILABLE)
+
+    def _invalid(self, group_id: str) -> bool:
+        return len(group_id) > self.group_config.max_group_id_length
 
     def all_groups(self) -> list[tuple[str, str, str, int]]:
         """(group id, protocol type, state, members) of every group served here, including

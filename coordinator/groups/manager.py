@@ -191,25 +191,27 @@ class GroupSet:
     # -- server-side assignment -----------------------------------------------------------
 
     def _assign(self, group: Group, generation: int) -> None:
+        subscriptions = {}  # member id -> (version, subscription or None: not a consumer's)
+        for m in group.members.values():
+            try:
+                subscriptions[m.member_id] = decode_subscription(m.metadata(group.protocol_name))
+            except ProtocolError:
+                subscriptions[m.member_id] = (0, None)
         # the partition counts the generation is for, kept with it (a new owner compares them)
-        topics = {t for m in group.members.values() for t in _topics(m.metadata(group.protocol_name))}
-        self._counted[group.group_id] = {t: n for t in topics if (n := self.partitions_of(t))}
+        topics = {t for _, sub in subscriptions.values() if sub for t in sub.topics}
+        partitions = self._counted[group.group_id] = {t: n for t in topics if (n := self.partitions_of(t))}
         assignor = self.assignors.get(group.protocol_name or "")
         if assignor is None or group.protocol_type != "consumer":
             group.leader_assigns = True  # the leader's SyncGroup carries the assignment
             return
         members, versions = [], {}
         for m in group.members.values():
-            try:
-                version, sub = decode_subscription(m.metadata(group.protocol_name))
-            except ProtocolError:  # not a consumer subscription: it gets no partitions
-                version, sub = 0, None
+            version, sub = subscriptions[m.member_id]  # no subscription: no partitions
             versions[m.member_id] = min(version, 3)
             owned = {tp.topic: list(tp.partitions) for tp in sub.owned_partitions} if sub else {}
             members.append(MemberSubscription(
                 m.member_id, tuple(sub.topics) if sub else (), m.instance_id,
                 owned or _partitions(m.assignment), sub.user_data if sub else None))
-        partitions = self._counted[group.group_id]
         try:
             result = checked_assign(assignor, members, partitions, check=assignor is not BUILT_IN.get(group.protocol_name))
         except StrategyFailed as exc:

@@ -68,10 +68,8 @@ class ZooKeeperBridge:
         path = ""
         for part in self.client.chroot.strip("/").split("/"):
             path += "/" + part
-            async_result = self.client.handler.async_result()
-            self.client._call(Create(path, b"", OPEN_ACL_UNSAFE, 0), async_result)
             try:
-                await self.wait(async_result, "create")
+                await self.wait(self._submit(Create(path, b"", OPEN_ACL_UNSAFE, 0)), "create")
             except NodeExistsError:
                 pass
 
@@ -151,16 +149,21 @@ class ZooKeeperBridge:
         _SECONDS[op].observe(trio.current_time() - started)
         return async_result.get_nowait()
 
+    def _submit(self, request):
+        """Send a request object kazoo has no method for (its paths taken as they are, the
+        chroot not prepended); its IAsyncResult."""
+        async_result = self.client.handler.async_result()
+        self.client._call(request, async_result)
+        return async_result
+
     async def read_many(self, reads: list[tuple[int, str]]) -> list:
         """Many reads ((multiread.GET or CHILDREN, path) pairs) in multiRead requests, all in
         flight at once; the answers in order, a failed read's exception in its place."""
         chroot = self.client.chroot.rstrip("/")
         submitted = []
         for start in range(0, len(reads), READS_PER_REQUEST):
-            async_result = self.client.handler.async_result()
-            self.client._call(MultiRead([(kind, chroot + path) for kind, path in
-                                         reads[start:start + READS_PER_REQUEST]]), async_result)
-            submitted.append(async_result)
+            submitted.append(self._submit(MultiRead([(kind, chroot + path) for kind, path in
+                                                     reads[start:start + READS_PER_REQUEST]])))
         answers: list = []
         for async_result in submitted:
             answers += await self.wait(async_result, "multi_read")

@@ -138,5 +138,10 @@ def encode_shard(entries: dict[int, tuple]) -> bytes:
     return ("{" + ",".join(parts) + "}").encode()
 
 
+def decode_shard(data: bytes) -> dict[int, tuple]:
+    """A shard's entries, as `encode_shard` wrote them."""
+    return {int(p): tuple(entry) for p, entry in decode(data).items()}
+
+
 def decode(data: bytes) -> Any:
     return json.loads(data.decode())

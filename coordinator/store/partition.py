@@ -119,10 +119,8 @@ class PartitionStore:
             data, _ = read
             self._nodes.add(path)
             self._shard_bytes[(group, topic, shard)] = len(data)
-            partitions = self.durable.setdefault(group, {}).setdefault(topic, {})
-            for p, entry in layout.decode(data).items():
-                partitions[int(p)] = tuple(entry)
-        self._latest = {g: {t: dict(ps) for t, ps in topics_.items()} for g, topics_ in self.durable.items()}
+            self.durable.setdefault(group, {}).setdefault(topic, {}).update(layout.decode_shard(data))
+        self._resync_latest()
         return Loaded(self.groups, self.durable)
 
     # -- handing over ----------------------------------------------------------------------
@@ -292,27 +290,24 @@ class PartitionStore:
         keys = sorted(keys)
         try:
             reads = await self.zk.read_many([(GET, layout.shard_path(self.partition, *key)) for key in keys])
+            contents = [{} if _absent(read) else layout.decode_shard(read[0]) for read in reads]
         except KazooException as exc:
             raise StoreUnavailable(f"reading back group {group!r}: {type(exc).__name__}") from None
-        for key, read in zip(keys, reads):
-            if isinstance(read, Exception) and not isinstance(read, NoNodeError):
-                raise StoreUnavailable(f"reading back group {group!r}: {type(read).__name__}")
-            content = {} if isinstance(read, NoNodeError) else {
-                int(p): tuple(entry) for p, entry in layout.decode(read[0]).items()}
-            first = key[2] * layout.SHARD_PARTITIONS
-            partitions = self.durable.setdefault(group, {}).setdefault(key[1], {})
+        for (_, topic, shard), content in zip(keys, contents):
+            first = shard * layout.SHARD_PARTITIONS
+            partitions = self.durable.setdefault(group, {}).setdefault(topic, {})
             for p in range(first, first + layout.SHARD_PARTITIONS):
                 partitions.pop(p, None)
             partitions.update(content)
-            self._uncertain[group].discard(key)
+            self._uncertain[group].discard((group, topic, shard))
         if not self._uncertain[group]:
             del self._uncertain[group]
         self._resync_latest()
 
     def _resync_latest(self) -> None:
-        """After a failed multi(): what later writes build on is what ZooKeeper confirmed plus
-        what is still in flight, never the values that failed (a later write of the same
-        shard would otherwise land them after all)."""
+        """What later writes build on, after a load or a failed multi(): what ZooKeeper
+        confirmed plus what is still in flight, never the values that failed (a later write of
+        the same shard would otherwise land them after all)."""
         latest = {g: {t: dict(ps) for t, ps in topics.items()} for g, topics in self.durable.items()}
         for applied in self._in_flight:
             for group, topic, updates in applied:
