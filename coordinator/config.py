@@ -31,6 +31,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "group_initial_rebalance_delay_ms": (int, 3000),
     "group_max_size": (int, 0),
     "group_id_max_length": (int, 1024),  # characters; longer group ids: INVALID_GROUP_ID
+    "group_max_record_bytes": (int, 8 * 1024 * 1024),  # a generation's stored members; more: GROUP_MAX_SIZE_REACHED
     "strict_assignment": (bool, False),
     "shutdown_grace": (float, 5.0),
     "max_request_bytes": (int, 100 * 1024 * 1024),
@@ -45,6 +46,12 @@ KEYS: dict[str, tuple[type, Any]] = {
     "events_compress": (bool, True),
     "events_queue_limit": (int, 100_000),
     "assignors": (dict, {}),  # [assignors] name = "module:Class"
+}
+
+
+# key -> (least, most) for the keys whose values outside a range would break the coordinator
+RANGES: dict[str, tuple[int, int]] = {
+    "group_max_record_bytes": (64 * 1024, 64 * 1024 * 1024),
 }
 
 
@@ -76,6 +83,9 @@ def load_config(path: str | None) -> dict[str, Any]:
             raise ConfigError(f"{path}: key {key!r} must be a {_kind(kind)}, not {value!r}")
         if kind is dict and not all(isinstance(v, str) for v in value.values()):
             raise ConfigError(f"{path}: [{key}] maps names to \"module:Class\" strings")
+        if key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
+            raise ConfigError(f"{path}: key {key!r} must be between {RANGES[key][0]} and {RANGES[key][1]}, "
+                              f"not {value!r}")
         config[key] = value
     return config
 

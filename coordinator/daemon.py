@@ -165,4 +165,5 @@ def _group_config(config: dict[str, Any]) -> GroupConfig:
     return GroupConfig(config["group_min_session_timeout_ms"] / 1000,
                        config["group_max_session_timeout_ms"] / 1000,
                        config["group_initial_rebalance_delay_ms"] / 1000,
-                       config["group_max_size"], config["group_id_max_length"])
+                       config["group_max_size"], config["group_id_max_length"],
+                       config["group_max_record_bytes"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from protocol import ErrorCode
 
 from .store.fence import NotOwner, StoreError, StoreUnavailable
-from .store.partition import GroupTooLarge, MetadataTooLarge
+from .store.partition import MetadataTooLarge
 
 
 def store_error_code(exc: Exception) -> ErrorCode:
@@ -16,8 +16,6 @@ def store_error_code(exc: Exception) -> ErrorCode:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if isinstance(exc, MetadataTooLarge):
         return ErrorCode.OFFSET_METADATA_TOO_LARGE
-    if isinstance(exc, GroupTooLarge):
-        return ErrorCode.GROUP_MAX_SIZE_REACHED
     if isinstance(exc, StoreError):
         return ErrorCode.UNKNOWN_SERVER_ERROR
     raise TypeError(f"not a store error: {exc!r}")

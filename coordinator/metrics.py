@@ -59,6 +59,10 @@ SESSION_EXPIRATIONS = Counter("groupkeeper_session_expirations_total",
                               "Members removed because their session timed out.", registry=REGISTRY)
 MEMBERS_REMOVED = Counter("groupkeeper_members_removed_total",
                           "Members removed from their group, by reason.", ["reason"], registry=REGISTRY)
+GROUP_FULL_REFUSALS = Counter(
+    "groupkeeper_group_full_refusals_total",
+    "Members turned away with GROUP_MAX_SIZE_REACHED, by the limit their group was at "
+    "(group_max_size, group_max_record_bytes).", ["limit"], registry=REGISTRY)
 OFFSET_COMMITS = Counter("groupkeeper_offset_commits_total",
                          "OffsetCommit requests that were written (some partitions may have failed).",
                          registry=REGISTRY)

@@ -72,7 +72,7 @@ def stored_generation(process: CoordinatorProcess, group: str) -> int | None:
         if client.exists(path) is None:
             return None
         data, _ = client.get(path)
-        return layout.decode(data)["generation"] if data else None
+        return layout.decode_group(data)["generation"] if data else None
     finally:
         client.stop()
         client.close()

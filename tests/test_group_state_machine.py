@@ -13,8 +13,8 @@ import trio
 import trio.testing
 
 from coordinator.assignors import BUILT_IN
-from coordinator.groups.group import (AssignmentNeeded, Group, GroupConfig, JoinReply, MemberRemoved,
-                                      PersistNeeded, SyncReply, Wait)
+from coordinator.groups.group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply,
+                                      MemberRemoved, PersistNeeded, SyncReply, Wait)
 from coordinator.groups.manager import GroupSet
 from coordinator.groups.snapshot import restore, snapshot
 from coordinator.groups.state import TRANSITIONS, GroupState, IllegalTransition
@@ -48,7 +48,7 @@ def _stable(g: Group, now: float, members: int = 1) -> list[str]:
     ids = [_join(g, now).member_id for _ in range(members)]
     g.tick(now + g.config.initial_rebalance_delay)
     gen = g.generation
-    g.set_assignment(gen, {i: b"a-" + i.encode() for i in ids})
+    g.set_assignment(now + g.config.initial_rebalance_delay, gen, {i: b"a-" + i.encode() for i in ids})
     g.persisted(now + g.config.initial_rebalance_delay, gen)
     _drain(g)
     assert g.state == S.STABLE
@@ -99,6 +99,114 @@ def test_group_max_size():
     g = _group(max_size=2)
     _stable(g, 0, members=2)
     assert _join(g, 1).error == E.GROUP_MAX_SIZE_REACHED
+
+
+def test_a_join_that_would_not_fit_the_record_is_refused_and_logged_once():
+    g = _group(max_record_bytes=500)
+    ids = _stable(g, 0, members=3)  # each member: ~150 bytes of overhead, names and metadata
+    assert g.record_bytes == sum(m.record_bytes() for m in g.members.values()) <= 500
+    first, second = _join(g, 1, protocols=[("range", SUB + b"x" * 200)]), _join(g, 1)
+    assert first.error == second.error == E.GROUP_MAX_SIZE_REACHED
+    refusals = [e for e in _drain(g) if isinstance(e, CapacityReached)]
+    assert [(r.limit, r.first) for r in refusals] == [("group_max_record_bytes", True),
+                                                      ("group_max_record_bytes", False)]
+    assert list(g.members) == ids and g.state == S.STABLE  # nothing changed for the others
+    assert g.leave(2, [(ids[0], None)]) == [E.NONE]
+    assert isinstance(_join(g, 2), Wait)  # room again
+
+
+def test_members_that_rejoin_too_large_are_shed_newest_first():
+    g = _group(max_record_bytes=1200)
+    a, b, c = _stable(g, 0, members=3)
+    big = [("range", SUB + b"x" * 400)]
+    for member in (a, b, c):  # each rejoins with 400 more bytes: 3 of them no longer fit
+        _join(g, 2, member, protocols=big)
+    out = _drain(g)
+    assert JoinReply(c, E.GROUP_MAX_SIZE_REACHED) in out and MemberRemoved(c, "group too large", 1) in out
+    assert list(g.members) == [a, b] and g.state == S.COMPLETING_REBALANCE and g.generation == 2
+    assert g.record_bytes <= 1200
+
+
+def test_an_assignment_too_large_to_store_sheds_members_until_it_fits_and_never_loops():
+    g = _group(max_record_bytes=2000)
+    ids = [_join(g, 0).member_id for _ in range(4)]
+    g.tick(1)
+    _drain(g)
+    g.leader_assigns = True
+    leader = g.leader
+    for member in ids[1:]:
+        assert isinstance(g.sync(1.1, member, 1, None, None, None, {}), Wait)
+    # the leader hands everyone 600 bytes: 4 x 600 + the members' own bytes do not fit 2000
+    assert isinstance(g.sync(1.2, leader, 1, None, None, None, {m: b"a" * 600 for m in ids}), Wait)
+    out = _drain(g)
+    shed = [r.member_id for r in out if isinstance(r, SyncReply) and r.error == E.GROUP_MAX_SIZE_REACHED]
+    assert shed == ids[:0:-1][:len(shed)] and shed  # the newest first
+    assert PersistNeeded(1) not in out and g.state == S.PREPARING_REBALANCE
+    rounds = 0
+    while g.members:  # the leader keeps sending what no member fits in: each round sheds more
+        for member in list(g.members):
+            _join(g, 2 + rounds, member)
+        g.tick(2 + rounds)
+        _drain(g)
+        if g.state != S.COMPLETING_REBALANCE:
+            break
+        g.leader_assigns = True
+        for member in [m for m in g.members if m != g.leader] + [g.leader]:  # the leader's last
+            g.sync(2 + rounds, member, g.generation, None, None, None,
+                   {m: b"a" * 1900 for m in g.members} if member == g.leader else {})
+        _drain(g)
+        rounds += 1
+        assert rounds <= 4
+    assert g.state == S.EMPTY and not g.members
+
+
+def test_running_totals_and_timers_agree_with_the_members():
+    """Random joins, rejoins, heartbeats, syncs, leaves and ticks: the counts kept so that no
+    request walks the whole group equal what walking it gives, and a tick at any time removes
+    exactly the members whose session has passed."""
+    import random
+
+    for seed in range(30):
+        rng = random.Random(seed)
+        g = _group(initial_rebalance_delay=0.0)
+        now = 0.0
+        for _ in range(300):
+            now += rng.choice([0.0, 0.5, 3.0, 11.0])
+            live = list(g.members)
+            action = rng.randrange(6)
+            if action == 0 or not live:
+                _join(g, now, protocols=rng.choice([[("range", SUB)], [("range", SUB), ("sticky", SUB)]]),
+                      session=rng.choice([6.0, 10.0]), v4=rng.random() < 0.3)
+                pending = list(g.pending)
+                if pending and rng.random() < 0.5:
+                    _join(g, now, pending[0])
+            elif action == 1:
+                _join(g, now, rng.choice(live), protocols=rng.choice([[("range", SUB)], [("range", SUB + b"!")]]))
+            elif action == 2:
+                g.heartbeat(now, rng.choice(live), g.generation, None)
+            elif action == 3:
+                member = rng.choice(live)
+                g.sync(now, member, g.generation, None, None, None, {})
+                if g.state == S.COMPLETING_REBALANCE and g.pending_assignment is None:
+                    g.set_assignment(now, g.generation, {m: b"p" for m in g.members})
+                if g.pending_assignment is not None:
+                    g.persisted(now, g.generation)
+            elif action == 4:
+                g.leave(now, [(rng.choice(live), None)])
+            next_due = g.next_deadline(now)
+            due = [m.deadline for m in g.members.values() if not g._kept_alive(m)] + list(g.pending.values())
+            assert next_due is None or not due or next_due <= min(due)  # never late
+            g.tick(now)
+            _drain(g)
+            members = g.members.values()
+            assert g._joining == sum(m.awaiting_join for m in members)
+            assert g.record_bytes == sum(m.record_bytes() for m in members)
+            assert g._assigned == sum(len(m.assignment) for m in members)
+            assert dict(g._offered) == dict(itertools.chain.from_iterable(
+                [(name, sum(any(n == name for n, _ in m.protocols) for m in members))]
+                for name in {n for m in members for n, _ in m.protocols}))
+            assert all(m.deadline > now or g._kept_alive(m) for m in members)
+            assert all(expiry > now for expiry in g.pending.values())
 
 
 def test_generation_is_bumped_on_every_completed_rebalance():
@@ -175,7 +283,7 @@ def test_seed_coordinator_failure_during_rebalance_fails_syncs_and_rebalances():
     g.tick(1)
     _drain(g)
     assert isinstance(g.sync(1.1, a, 1, None, None, None, {}), Wait)
-    g.set_assignment(1, {a: b"x"})
+    g.set_assignment(1.1, 1, {a: b"x"})
     g.persisted(1.2, 1, E.NOT_COORDINATOR)  # the generation could not be stored
     effects = _drain(g)
     assert SyncReply(a, E.NOT_COORDINATOR) in effects and g.state == S.PREPARING_REBALANCE
@@ -187,7 +295,7 @@ def test_sync_is_answered_once_the_generation_is_persisted():
     g.tick(1)
     _drain(g)
     assert isinstance(g.sync(1.1, b, 1, None, None, None, {}), Wait)
-    g.set_assignment(1, {a: b"A", b: b"B"})
+    g.set_assignment(1.1, 1, {a: b"A", b: b"B"})
     assert PersistNeeded(1) in _drain(g)
     assert g.state == S.COMPLETING_REBALANCE  # not before it is stored
     g.persisted(1.2, 1)
@@ -200,7 +308,7 @@ def test_static_member_restart_keeps_its_assignment_without_a_rebalance():
     g = _group()
     first = _join(g, 0, instance="pod-1")
     g.tick(1)
-    g.set_assignment(1, {first.member_id: b"mine"})
+    g.set_assignment(1, 1, {first.member_id: b"mine"})
     g.persisted(1, 1)
     _drain(g)
     again = _join(g, 5, instance="pod-1")  # restarted: no member id, same instance id
@@ -232,6 +340,7 @@ def test_members_that_never_sync_for_the_leader_are_removed_at_the_rebalance_tim
     assert isinstance(g.sync(2, b, 1, None, None, None, {}), Wait)
     for now in (9, 18):  # the leader heartbeats, so its session does not end it first
         assert g.heartbeat(now, a, 1, None) == E.NONE
+    g.tick(18)
     assert g.next_deadline(18) == 21  # the sync deadline: the longest rebalance timeout
     g.tick(21)  # the leader never sent its SyncGroup
     out = _drain(g)

@@ -97,6 +97,16 @@ def test_a_bad_config_key_names_itself(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_a_config_value_out_of_its_range_names_itself(tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text("group_max_record_bytes = 10\n")
+    done = subprocess.run([sys.executable, "-m", "coordinator", "run", "--config", str(config)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "key 'group_max_record_bytes' must be between 65536 and 67108864, not 10" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_an_unreachable_zookeeper_is_one_clear_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "coordinator", "run", "--zookeeper", "127.0.0.1:1",
                            "--zk-session-timeout", "2", "--data-dir", str(tmp_path)],

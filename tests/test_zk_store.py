@@ -56,6 +56,56 @@ async def test_group_metadata_and_offsets_read_back_by_a_new_owner(zookeeper):
         await zk.stop()
 
 
+async def test_a_group_record_larger_than_a_znode_is_written_in_chunks_and_read_back(zookeeper):
+    import base64
+    import os
+
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    client = KazooClient(hosts=zookeeper.connect_string)
+    await trio.to_thread.run_sync(client.start, 10)
+    record = layout.record_path(partition, "big")
+
+    def chunks() -> list[str]:
+        return sorted(client.get_children(record)) if client.exists(record) else []
+
+    def members(n: int) -> list[dict]:  # incompressible: about 1.3 KB a member once in base64
+        return [{"id": f"m{i}", "subscription": base64.b64encode(os.urandom(1000)).decode()} for i in range(n)]
+
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            first = {"generation": 1, "members": members(600)}
+            await store.write_group("big", first)
+            assert len(chunks()) >= 2 and all(name.startswith("1-") for name in chunks())
+            nursery.cancel_scope.cancel()
+        again = PartitionStore(zk, store.fence)
+        assert (await again.load()).groups == {"big": first}
+
+        # a sequence cut short (its owner died between chunks) left a chunk no record names
+        await trio.to_thread.run_sync(client.create, f"{record}/7-0", b"junk")
+        second = {"generation": 2, "members": members(300)}
+        await again.write_group("big", second)
+        assert len(chunks()) >= 2 and all(name.startswith("8-") for name in chunks())
+        assert (await PartitionStore(zk, store.fence).load()).groups == {"big": second}
+
+        small = {"generation": 3, "members": [{"id": "m1"}]}
+        await again.write_group("big", small)  # fits one znode again: the chunks go
+        assert chunks() == []
+        third = PartitionStore(zk, store.fence)
+        assert (await third.load()).groups == {"big": small}
+
+        await third.write_group("big", second)
+        await trio.to_thread.run_sync(client.create, f"{record}/99-0", b"junk")
+        fourth = PartitionStore(zk, store.fence)
+        await fourth.load()  # knows the chunks its record names, not the stray one
+        await fourth.delete_group("big")  # lists the record first
+        assert not client.exists(layout.group_path(partition, "big"))
+    finally:
+        await trio.to_thread.run_sync(client.stop)
+        await zk.stop()
+
+
 async def test_a_second_instance_cannot_take_an_owned_partition(zookeeper):
     partition = next(_partitions)
     a, b = await _bridge(zookeeper.connect_string), await _bridge(zookeeper.connect_string)
@@ -177,16 +227,23 @@ async def test_no_acknowledged_commit_is_lost_when_zookeeper_crashes(tmp_path):
     refused = 0
     try:
         async with trio.open_nursery() as nursery:
-            store = await _owner(zk, 0, nursery)
+            guard = SessionGuard(zk)  # as in production: a dropped connection refuses new writes at once
+            await nursery.start(guard.run)
+            store = await _owner(zk, 0, nursery, guard)
 
-            async def committer(worker: int):
+            restarted = False
+
+            async def committer(worker: int):  # until ZooKeeper is back: never done before the crash
                 nonlocal refused
-                for seq in range(1, 400):
+                seq = 0
+                while not restarted:
+                    seq += 1
                     entries = {(f"t{worker}", p): (seq, -1, "", seq) for p in range(5)}
                     try:
                         await store.commit_offsets("g", entries)
                     except StoreUnavailable:
                         refused += 1
+                        await trio.sleep(0.01)  # a client's retry backoff
                         continue
                     for key in entries:
                         acked[key] = seq
@@ -202,6 +259,7 @@ async def test_no_acknowledged_commit_is_lost_when_zookeeper_crashes(tmp_path):
                     while not refused:
                         await trio.sleep(0.01)
                 await trio.to_thread.run_sync(server.start)
+                restarted = True
             nursery.cancel_scope.cancel()
         assert refused > 0 and min(acked.values()) > 50
 

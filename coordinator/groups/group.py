@@ -9,7 +9,9 @@ assignment, persist a generation, log and count). The runtime sleeps until
 
 from __future__ import annotations
 
+import heapq
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,6 +21,7 @@ from .state import TRANSITIONS, GroupState, IllegalTransition
 
 E = ErrorCode
 NEW_MEMBER_JOIN_TIMEOUT = 300.0  # seconds, as Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
+MEMBER_RECORD_OVERHEAD = 128  # bytes a member takes in the stored record besides its names and data
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class GroupConfig:
     initial_rebalance_delay: float = 3.0  # group.initial.rebalance.delay.ms
     max_size: int = 0  # group.max.size; 0: no limit
     max_group_id_length: int = 1024  # characters; longer ids are refused (INVALID_GROUP_ID)
+    max_record_bytes: int = 8 * 1024 * 1024  # a generation's members, as `record_bytes` counts them
 
 
 @dataclass
@@ -45,9 +49,19 @@ class Member:
     awaiting_sync: bool = False
     is_new: bool = True
     deadline: float = 0.0  # session expiry
+    timer: float | None = None  # the deadline of its entry in the group's timer heap, if any
+    stored: int = 0  # what it adds to the group's record_bytes
 
     def metadata(self, protocol: str | None) -> bytes:
         return next((m for name, m in self.protocols if name == protocol), b"")
+
+    def record_bytes(self, assignment: bytes | None = None) -> int:
+        """Its share of the stored generation: names, the largest of its protocols' metadata
+        (the one voted for is not known before the join completes) and its assignment."""
+        names = len(self.member_id) + len(self.instance_id or "") + len(self.client_id) + len(self.client_host)
+        largest = max((len(m) for _, m in self.protocols), default=0)
+        return (MEMBER_RECORD_OVERHEAD + names + largest
+                + len(self.assignment if assignment is None else assignment))
 
 
 # -- what the group tells the runtime ---------------------------------------------------------
@@ -114,6 +128,18 @@ class MemberAdded:
 
 
 @dataclass(frozen=True)
+class CapacityReached:
+    """A member was turned away (GROUP_MAX_SIZE_REACHED): the group is at `limit`
+    ("group_max_size" or "group_max_record_bytes"). `first` is set on the first refusal since
+    the group last shrank, so that a flood of joins is logged once and counted each time."""
+    limit: str
+    member_id: str
+    members: int
+    record_bytes: int
+    first: bool
+
+
+@dataclass(frozen=True)
 class MemberRemoved:
     member_id: str
     reason: str  # "left", "session timeout", "rebalance timeout", "sync timeout"
@@ -123,7 +149,7 @@ class MemberRemoved:
 
 
 Effect = (JoinReply | SyncReply | AssignmentNeeded | PersistNeeded | RebalanceStarted | RebalanceCompleted
-          | MemberAdded | MemberRemoved)
+          | MemberAdded | MemberRemoved | CapacityReached)
 
 
 def new_member_id(client_id: str) -> str:
@@ -145,6 +171,20 @@ class Group:
     pending: dict[str, float] = field(default_factory=dict)  # MEMBER_ID_REQUIRED ids -> expiry
     outbox: list[Effect] = field(default_factory=list)
     leader_assigns: bool = False  # the runtime could not assign: take the leader's SyncGroup
+    record_bytes: int = 0  # what the members take in the stored generation (Member.record_bytes)
+    # Running totals, so that no request walks every member: members waiting in a join, and
+    # how many members offer each protocol.
+    _joining: int = 0
+    _offered: Counter = field(default_factory=Counter)
+    _assigned: int = 0  # bytes of the members' assignments
+    _proposed: int = 0  # bytes a member of the last assignment computed got, on average
+    _fits: int = 0  # members left when an assignment last had to shed some: no more are let in
+    # Timer heaps of (deadline, member id) and (expiry, pending id). A member has at most one
+    # live entry (the one its `timer` names); a heartbeat that only moves its deadline later
+    # pushes nothing, and an entry that comes due early is pushed again for the new deadline.
+    _timers: list[tuple[float, str]] = field(default_factory=list)
+    _pending_timers: list[tuple[float, str]] = field(default_factory=list)
+    _at_capacity: bool = False  # a member was turned away since the group last shrank
     _pending_assignment: dict[str, bytes] | None = None
     _rebalance_started: float = 0.0
     _rebalance_reason: str = ""
@@ -164,6 +204,7 @@ class Group:
             for m in self.members.values():
                 if m.awaiting_sync:
                     m.awaiting_sync = False
+                    self._arm(m, m.deadline)
                     self.outbox.append(SyncReply(m.member_id, E.REBALANCE_IN_PROGRESS))
             self._pending_assignment = None
         was_empty = self.state == GroupState.EMPTY
@@ -178,18 +219,19 @@ class Group:
     def _maybe_complete_join(self, now: float) -> None:
         if self.state != GroupState.PREPARING_REBALANCE:
             return
-        everyone = (all(m.awaiting_join for m in self.members.values()) and not self.pending
-                    and now >= self._initial_deadline)
+        everyone = self._joining == len(self.members) and not self.pending and now >= self._initial_deadline
         if everyone or now >= self._rebalance_deadline:
             self._complete_join(now)
 
     def _complete_join(self, now: float) -> None:
         for m in [m for m in self.members.values() if not m.awaiting_join]:
             self._remove(m, "rebalance timeout")
+        while self.record_bytes > self.config.max_record_bytes:  # rejoined with larger metadata
+            self._shed(next(reversed(self.members.values())))
         self.generation += 1
         if not self.members:
             self._to(GroupState.EMPTY)
-            self.protocol_name, self.leader = None, None
+            self.protocol_name, self.leader, self._fits = None, None, 0
             self.outbox.append(PersistNeeded(self.generation))
             self.outbox.append(RebalanceCompleted(self.generation, 0, now - self._rebalance_started,
                                                   self._rebalance_reason))
@@ -200,9 +242,10 @@ class Group:
         self._to(GroupState.COMPLETING_REBALANCE)
         self.leader_assigns = False
         self._sync_deadline = now + max(m.rebalance_timeout for m in self.members.values())
+        self._joining = 0
         for m in self.members.values():
             m.awaiting_join, m.is_new = False, False
-            m.deadline = now + m.session_timeout
+            self._arm(m, now + m.session_timeout)
             self.outbox.append(self._join_reply(m))
         self.outbox.append(AssignmentNeeded(self.generation))
 
@@ -218,33 +261,91 @@ class Group:
         """Kafka's vote: among protocols every member supports, each member votes for the
         first of its own list; most votes wins, ties by the first member's preference."""
         members = list(self.members.values())
-        candidates = [name for name, _ in members[0].protocols
-                      if all(any(name == n for n, _ in o.protocols) for o in members)]
+        candidates = [name for name, _ in members[0].protocols if self._offered[name] == len(members)]
         votes = {name: 0 for name in candidates}
         for m in members:
             votes[next(name for name, _ in m.protocols if name in votes)] += 1
         return max(candidates, key=lambda name: votes[name])
 
     def _supports(self, member_id: str, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
-        others = [m for m in self.members.values() if m.member_id != member_id]
+        """Whether a member offering `protocols` has one in common with every other member."""
         if not protocols or not protocol_type:
             return False
+        me = self.members.get(member_id)
+        others = len(self.members) - (me is not None)
         if not others:
             return True
         if protocol_type != self.protocol_type:
             return False
-        names = {name for name, _ in protocols}
-        return any(all(any(n == name for n, _ in o.protocols) for o in others) for name in names)
+        mine = {name for name, _ in me.protocols} if me is not None else set()
+        return any(self._offered[name] - (name in mine) == others for name in {n for n, _ in protocols})
 
-    def _remove(self, m: Member, reason: str) -> None:
+    # -- membership bookkeeping -----------------------------------------------------------
+
+    def _count(self, m: Member, sign: int) -> None:
+        """Add `m` to (1) or take it out of (-1) the running totals; every change to what
+        they count happens between the two."""
+        if sign > 0:
+            m.stored = m.record_bytes()
+        self.record_bytes += sign * m.stored
+        self._assigned += sign * len(m.assignment)
+        self._joining += sign * m.awaiting_join
+        for name in {name for name, _ in m.protocols}:
+            self._offered[name] += sign
+            if not self._offered[name]:
+                del self._offered[name]
+
+    def _update(self, m: Member, **changes) -> None:
+        self._count(m, -1)
+        for key, value in changes.items():
+            setattr(m, key, value)
+        self._count(m, 1)
+
+    def load_member(self, m: Member) -> None:
+        """A member of a generation read from the store."""
+        self.members[m.member_id] = m
+        if m.instance_id is not None:
+            self.static[m.instance_id] = m.member_id
+        self._count(m, 1)
+        self._arm(m, m.deadline)
+
+    def _arm(self, m: Member, deadline: float) -> None:
+        """Set the member's session deadline; the timer heap gets an entry only when the
+        member has none due before it."""
+        m.deadline = deadline
+        if m.timer is None or deadline < m.timer:
+            m.timer = deadline
+            heapq.heappush(self._timers, (deadline, m.member_id))
+            if len(self._timers) > 2 * len(self.members) + 64:  # entries of members gone
+                self._timers = [(m.timer, m.member_id) for m in self.members.values() if m.timer is not None]
+                heapq.heapify(self._timers)
+
+    def _remove(self, m: Member, reason: str, error: ErrorCode = E.UNKNOWN_MEMBER_ID) -> None:
+        self._count(m, -1)
         del self.members[m.member_id]
+        self._at_capacity = False
         if m.instance_id is not None and self.static.get(m.instance_id) == m.member_id:
             del self.static[m.instance_id]
         if m.awaiting_join:
-            self.outbox.append(JoinReply(m.member_id, E.UNKNOWN_MEMBER_ID))
+            self.outbox.append(JoinReply(m.member_id, error))
         if m.awaiting_sync:
-            self.outbox.append(SyncReply(m.member_id, E.UNKNOWN_MEMBER_ID))
+            self.outbox.append(SyncReply(m.member_id, error))
         self.outbox.append(MemberRemoved(m.member_id, reason, self.generation, m.client_id, m.client_host))
+
+    def _refuse(self, limit: str, member_id: str) -> JoinReply:
+        """A join turned away because the group is full: GROUP_MAX_SIZE_REACHED."""
+        self.outbox.append(CapacityReached(limit, member_id, len(self.members), self.record_bytes,
+                                           not self._at_capacity))
+        self._at_capacity = True
+        return JoinReply(member_id, E.GROUP_MAX_SIZE_REACHED)
+
+    def _shed(self, m: Member) -> None:
+        """Turn a member away because the generation would not fit in its record: its waiting
+        request gets GROUP_MAX_SIZE_REACHED, as Kafka's clients expect of a full group."""
+        self.outbox.append(CapacityReached("group_max_record_bytes", m.member_id, len(self.members),
+                                           self.record_bytes, not self._at_capacity))
+        self._remove(m, "group too large", E.GROUP_MAX_SIZE_REACHED)
+        self._at_capacity = True
 
     def _after_removal(self, now: float, reason: str) -> None:
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -272,10 +373,14 @@ class Group:
             if instance_id is not None:
                 return self._join_static(now, instance_id, fields, why)
             if self._full():
-                return JoinReply(member_id, E.GROUP_MAX_SIZE_REACHED)
+                return self._refuse("group_max_size", member_id)
             new_id = self.new_id(client_id)
             if require_known_member_id:
                 self.pending[new_id] = now + session_timeout
+                heapq.heappush(self._pending_timers, (now + session_timeout, new_id))
+                if len(self._pending_timers) > 2 * len(self.pending) + 64:  # entries of ids gone
+                    self._pending_timers = [(expiry, i) for i, expiry in self.pending.items()]
+                    heapq.heapify(self._pending_timers)
                 return JoinReply(new_id, E.MEMBER_ID_REQUIRED)
             return self._add(now, new_id, None, fields, why)
         if member_id in self.pending:
@@ -294,12 +399,16 @@ class Group:
     def _add(self, now: float, member_id: str, instance_id: str | None, fields: dict,
              why: str) -> JoinReply | Wait:
         if self.config.max_size and len(self.members) >= self.config.max_size:
-            return JoinReply(member_id, E.GROUP_MAX_SIZE_REACHED)
+            return self._refuse("group_max_size", member_id)
         # a new member waiting in its first rebalance has longer than a session (Kafka's
         # new-member join timeout): it cannot heartbeat before it has a generation
-        member = Member(member_id, instance_id, awaiting_join=True, deadline=now + NEW_MEMBER_JOIN_TIMEOUT,
-                        **fields)
+        member = Member(member_id, instance_id, awaiting_join=True, **fields)
+        if (self._expected_bytes(member) > self.config.max_record_bytes
+                or (self._fits and len(self.members) >= self._fits)):
+            return self._refuse("group_max_record_bytes", member_id)
         self.members[member_id] = member
+        self._count(member, 1)
+        self._arm(member, now + NEW_MEMBER_JOIN_TIMEOUT)
         if instance_id is not None:
             self.static[instance_id] = member_id
         self.outbox.append(MemberAdded(member_id, instance_id, fields["client_id"], fields["client_host"],
@@ -316,13 +425,21 @@ class Group:
         self._maybe_complete_join(now)
         return Wait(member_id)
 
+    def _expected_bytes(self, newcomer: Member) -> int:
+        """The record with `newcomer` in it, every member's assignment counted as large as the
+        larger of the members' mean and the last computed assignment's mean: a group formed
+        of new members has no assignment stored yet, and must not admit members that its
+        first assignment would then have to turn away."""
+        usual = max(self._assigned // len(self.members) if self.members else 0, self._proposed)
+        return self.record_bytes - self._assigned + newcomer.record_bytes() + (len(self.members) + 1) * usual
+
     def _join_static(self, now: float, instance_id: str, fields: dict, why: str) -> JoinReply | Wait:
         """A static member (re)joining without a member id: a restart within its session."""
         old_id = self.static.get(instance_id)
         new_id = self.new_id(fields["client_id"])
         if old_id is None:
             if self._full():
-                return JoinReply("", E.GROUP_MAX_SIZE_REACHED)
+                return self._refuse("group_max_size", "")
             return self._add(now, new_id, instance_id, fields, why)
         member = self.members.pop(old_id)
         if member.awaiting_join:
@@ -330,28 +447,25 @@ class Group:
         if member.awaiting_sync:
             self.outbox.append(SyncReply(old_id, E.FENCED_INSTANCE_ID))
         unchanged = member.protocols == fields["protocols"]
-        member.member_id, member.awaiting_join, member.awaiting_sync = new_id, False, False
+        self._update(member, member_id=new_id, awaiting_join=False, awaiting_sync=False, timer=None, **fields)
         self.members[new_id] = member
         self.static[instance_id] = new_id
         if self.leader == old_id:
             self.leader = new_id
-        for key, value in fields.items():
-            setattr(member, key, value)
-        member.deadline = now + member.session_timeout
+        self._arm(member, now + member.session_timeout)
         if self.state == GroupState.STABLE and unchanged:
             return self._join_reply(member)  # same identity, same assignment: no rebalance
         return self._rejoin(now, member, fields, why)
 
     def _rejoin(self, now: float, member: Member, fields: dict, why: str) -> JoinReply | Wait:
         changed = member.protocols != fields["protocols"]
-        for key, value in fields.items():
-            setattr(member, key, value)
-        member.deadline = now + member.session_timeout
+        self._update(member, **fields)
+        self._arm(member, now + member.session_timeout)
         if self.state == GroupState.COMPLETING_REBALANCE and not changed:
             return self._join_reply(member)  # it missed the answer: the same again
         if self.state == GroupState.STABLE and not changed and member.member_id != self.leader:
             return self._join_reply(member)
-        member.awaiting_join = True
+        self._update(member, awaiting_join=True)
         if self.state != GroupState.PREPARING_REBALANCE:
             self._prepare_rebalance(now, why.replace("joined", "rejoined", 1) if changed else "leader rejoined")
         self._maybe_complete_join(now)
@@ -379,12 +493,12 @@ class Group:
             return SyncReply(member_id, E.INCONSISTENT_GROUP_PROTOCOL)
         if self.state == GroupState.PREPARING_REBALANCE:
             return SyncReply(member_id, E.REBALANCE_IN_PROGRESS)
-        member.deadline = now + member.session_timeout
+        self._arm(member, now + member.session_timeout)
         if self.state == GroupState.STABLE:
             return SyncReply(member_id, E.NONE, self.protocol_type, self.protocol_name, member.assignment)
         member.awaiting_sync = True
         if self.leader_assigns and member_id == self.leader and self._pending_assignment is None:
-            self.set_assignment(generation, assignments)
+            self.set_assignment(now, generation, assignments)
         return Wait(member_id)
 
     def heartbeat(self, now: float, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
@@ -395,7 +509,7 @@ class Group:
             return error
         if generation != self.generation:
             return E.ILLEGAL_GENERATION
-        member.deadline = now + member.session_timeout
+        self._arm(member, now + member.session_timeout)
         if self.state == GroupState.PREPARING_REBALANCE:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
@@ -444,7 +558,7 @@ class Group:
             return E.ILLEGAL_GENERATION
         if self.state == GroupState.COMPLETING_REBALANCE:  # its assignment is not known yet
             return E.REBALANCE_IN_PROGRESS
-        member.deadline = now + member.session_timeout
+        self._arm(member, now + member.session_timeout)
         return E.NONE
 
     # -- assignment and persistence -------------------------------------------------------
@@ -454,11 +568,26 @@ class Group:
         """The generation's assignment while it is being persisted."""
         return self._pending_assignment
 
-    def set_assignment(self, generation: int, assignments: dict[str, bytes]) -> None:
-        """The generation's assignment (computed by the coordinator, or the leader's)."""
+    def set_assignment(self, now: float, generation: int, assignments: dict[str, bytes]) -> None:
+        """The generation's assignment (computed by the coordinator, or the leader's). One too
+        large to store sheds the newest members until the rest would fit, and the others
+        rebalance without them: every round turns at least one member away, so it ends."""
         if self.state != GroupState.COMPLETING_REBALANCE or generation != self.generation:
             return
-        self._pending_assignment = {m: assignments.get(m, b"") for m in self.members}
+        pending = {m: assignments.get(m, b"") for m in self.members}
+        self._proposed = sum(map(len, pending.values())) // len(pending)
+        total = self.record_bytes + sum(len(a) - len(self.members[m].assignment) for m, a in pending.items())
+        if total > self.config.max_record_bytes:
+            for m in reversed(list(self.members.values())):
+                if total <= self.config.max_record_bytes:
+                    break
+                total -= m.stored - len(m.assignment) + len(pending[m.member_id])
+                self._shed(m)
+            self._fits = len(self.members)  # the estimate let too many in: it is not trusted above this
+            self._prepare_rebalance(now, "group too large to store")
+            self._maybe_complete_join(now)
+            return
+        self._pending_assignment = pending
         self.outbox.append(PersistNeeded(generation))
 
     def persisted(self, now: float, generation: int, error: ErrorCode = E.NONE) -> None:
@@ -470,17 +599,19 @@ class Group:
             for m in self.members.values():
                 if m.awaiting_sync:
                     m.awaiting_sync = False
+                    self._arm(m, m.deadline)
                     self.outbox.append(SyncReply(m.member_id, error))
             self._pending_assignment = None
             self._prepare_rebalance(now, "persisting the generation failed")
             return
         for member_id, assignment in self._pending_assignment.items():
-            self.members[member_id].assignment = assignment
+            self._update(self.members[member_id], assignment=assignment)
         self._pending_assignment = None
         self._to(GroupState.STABLE)
         for m in self.members.values():
             if m.awaiting_sync:
                 m.awaiting_sync = False
+                self._arm(m, m.deadline)
                 self.outbox.append(SyncReply(m.member_id, E.NONE, self.protocol_type, self.protocol_name,
                                              m.assignment))
         self.outbox.append(RebalanceCompleted(self.generation, len(self.members),
@@ -503,13 +634,14 @@ class Group:
 
     def _kept_alive(self, m: Member) -> bool:
         """A known member waiting in a rebalance (for its join or sync answer) is not expired
-        by its session timer; the rebalance and sync deadlines bound it instead."""
+        by its session timer; the rebalance and sync deadlines bound it instead (its timer is
+        armed again when it stops waiting)."""
         return (m.awaiting_join or m.awaiting_sync) and not m.is_new
 
     def next_deadline(self, now: float) -> float | None:
-        """When `tick` next has something to do (every deadline up to `now` is handled)."""
-        deadlines = list(self.pending.values())
-        deadlines += [m.deadline for m in self.members.values() if not self._kept_alive(m)]
+        """When `tick` next has something to do (every deadline up to `now` is handled). It
+        may come early (an entry for a deadline since moved on); never late."""
+        deadlines = [heap[0][0] for heap in (self._timers, self._pending_timers) if heap]
         if self.state == GroupState.PREPARING_REBALANCE:
             deadlines.append(self._rebalance_deadline)
             if self._initial_deadline > now:
@@ -519,10 +651,23 @@ class Group:
         return min(deadlines, default=None)
 
     def tick(self, now: float) -> None:
-        for member_id, expiry in list(self.pending.items()):
-            if now >= expiry:
+        while self._pending_timers and self._pending_timers[0][0] <= now:
+            expiry, member_id = heapq.heappop(self._pending_timers)
+            if self.pending.get(member_id) == expiry:
                 del self.pending[member_id]
-        expired = [m for m in self.members.values() if now >= m.deadline and not self._kept_alive(m)]
+        expired = []
+        while self._timers and self._timers[0][0] <= now:
+            deadline, member_id = heapq.heappop(self._timers)
+            m = self.members.get(member_id)
+            if m is None or m.timer != deadline:
+                continue  # gone, or an entry superseded by an earlier one
+            m.timer = None
+            if self._kept_alive(m):
+                continue
+            if now >= m.deadline:
+                expired.append(m)
+            else:
+                self._arm(m, m.deadline)
         for m in expired:
             self._remove(m, "session timeout")
         if (self.state == GroupState.COMPLETING_REBALANCE and self.leader_assigns

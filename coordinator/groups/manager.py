@@ -23,7 +23,7 @@ from ..assignors.base import StrategyFailed, checked_assign
 from ..errors import store_error_code
 from ..events import DISCARD, EventSink
 from ..store.fence import NotOwner, StoreError, StoreUnavailable
-from .group import (AssignmentNeeded, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
+from .group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
                     PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait)
 from .snapshot import snapshot
 from .state import GroupState
@@ -131,6 +131,12 @@ class GroupSet:
                 self.events.emit("member_joined", group.group_id, generation=effect.generation,
                                  member=effect.member_id, instance_id=effect.instance_id,
                                  client_id=effect.client_id, host=effect.client_host)
+            elif isinstance(effect, CapacityReached):
+                metrics.GROUP_FULL_REFUSALS.labels(effect.limit).inc()
+                if effect.first:
+                    self.log.warning("group full: members turned away", group=group.group_id,
+                                     generation=group.generation, member=effect.member_id, limit=effect.limit,
+                                     members=effect.members, record_bytes=effect.record_bytes)
             elif isinstance(effect, MemberRemoved):
                 metrics.MEMBERS_REMOVED.labels(effect.reason).inc()
                 if effect.reason == "session timeout":
@@ -225,7 +231,7 @@ class GroupSet:
                 TopicPartition(topic=t, partitions=ps) for t, ps in sorted(topics_.items()) if ps],
                 user_data=result.user_data.get(member_id)), versions[member_id])
             for member_id, topics_ in result.partitions.items()}
-        group.set_assignment(generation, assignments)
+        group.set_assignment(trio.current_time(), generation, assignments)
 
     def assignable(self, protocols: list[tuple[str, bytes]]) -> bool:
         """In strict mode, a member must offer at least one strategy known here."""

@@ -50,9 +50,7 @@ def restore(group_id: str, data: dict[str, Any], now: float, config: GroupConfig
                         [(data["protocol"], base64.b64decode(m["subscription"]))],
                         assignment=base64.b64decode(m["assignment"]), is_new=False,
                         deadline=now + m["session_timeout"])
-        group.members[member.member_id] = member
-        if member.instance_id is not None:
-            group.static[member.instance_id] = member.member_id
+        group.load_member(member)
     group.state = GroupState.STABLE if group.members else GroupState.EMPTY
     return group
 

@@ -1,6 +1,10 @@
 """What the owner of one group-partition keeps in ZooKeeper: group metadata and offsets.
 
-Group metadata is written in one fenced multi() per generation. Offset commits go through a
+Group metadata is written once per generation, compressed: in one fenced multi() when it fits
+one znode; otherwise as chunks under the group's record/ znode, each in a fenced multi() of
+its own, under names no znode there has, then one fenced multi() points the group znode at
+them and deletes the chunks it pointed at before. A reader sees the old record or the new,
+never a mix; chunks of a sequence cut short are deleted by a later one. Offset commits go through a
 group commit: commits that arrive while multi() calls are in flight wait and are flushed
 together in the next one, each shard (SHARD_PARTITIONS partitions of one topic of one
 group) written once with its merged content. A commit is acknowledged only after the
@@ -18,11 +22,14 @@ calls in the order they were sent, and they are sent in the order they were buil
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import trio
 from kazoo.exceptions import KazooException, NoNodeError
 
+from .. import logs
 from . import layout
 from .bridge import ZooKeeperBridge
 from .multiread import CHILDREN, GET
@@ -33,10 +40,6 @@ from .session import SessionGuard
 OffsetEntry = tuple[int, int, str | None, int]
 ShardKey = tuple[str, str, int]  # (group, topic, shard)
 PIPELINE_DEPTH = 2  # offset multi() calls in flight at once
-
-
-class GroupTooLarge(StoreError):
-    """Group metadata that does not fit in one znode under MAX_REQUEST_BYTES."""
 
 
 class MetadataTooLarge(StoreError):
@@ -71,6 +74,8 @@ class PartitionStore:
         self._latest: dict[str, dict[str, dict[int, OffsetEntry]]] = {}
         self._shard_bytes: dict[ShardKey, int] = {}  # each shard's last written size
         self._nodes: set[str] = set()  # znodes under this partition known to exist
+        self._listed: set[str] = set()  # groups whose record/ children are all in _nodes
+        self._group_writes: dict[str, trio.Lock] = {}  # one record write of a group at a time
         self._queue: list[_Commit] = []
         self._queued = trio.Event()
         self._in_flight: list[list] = []  # what each multi() sent and not yet answered applies, in order
@@ -80,6 +85,7 @@ class PartitionStore:
         self._writing = 0  # writes accepted and not yet confirmed or failed
         self._idle = trio.Event()
         self._idle.set()
+        self.log = logs.get("groupkeeper.store").bind(partition=self.partition)
 
     # -- loading --------------------------------------------------------------------------
 
@@ -94,13 +100,17 @@ class PartitionStore:
         paths = [layout.group_path(self.partition, g) for g in groups]
         answers = await self.zk.read_many([read for path in paths for read in ((GET, path), (CHILDREN, path + "/offsets"))])
         topics: list[tuple[str, str, str]] = []  # (group, topic, path)
+        chunked: dict[str, list[str]] = {}  # group -> paths of the chunks of its record
         for group, path, meta, offsets in zip(groups, paths, answers[::2], answers[1::2]):
             if _absent(meta):
                 continue
             data, _ = meta
             self._nodes.add(path)
-            if data:
-                self.groups[group] = layout.decode(data)
+            record = layout.decode_group(data) if data else None
+            if isinstance(record, list):
+                chunked[group] = [f"{path}/record/{name}" for name in record]
+            elif record is not None:
+                self.groups[group] = record
             if _absent(offsets):
                 continue
             self._nodes.add(path + "/offsets")
@@ -112,7 +122,9 @@ class PartitionStore:
                 continue
             self._nodes.add(path)
             shards += [(group, topic, int(name), f"{path}/{name}") for name in names]
-        answers = await self.zk.read_many([(GET, path) for *_, path in shards])
+        chunks = [(group, path) for group, paths in chunked.items() for path in paths]
+        answers = await self.zk.read_many([(GET, path) for *_, path in shards] + [(GET, p) for _, p in chunks])
+        self._assemble(chunked, answers[len(shards):])
         for (group, topic, shard, path), read in zip(shards, answers):
             if _absent(read):
                 continue
@@ -122,6 +134,19 @@ class PartitionStore:
             self.durable.setdefault(group, {}).setdefault(topic, {}).update(layout.decode_shard(data))
         self._resync_latest()
         return Loaded(self.groups, self.durable)
+
+    def _assemble(self, chunked: dict[str, list[str]], reads: list) -> None:
+        """Groups whose record is in chunks, from the chunks' reads (in `chunked` order)."""
+        reads = iter(reads)
+        for group, paths in chunked.items():
+            parts = [next(reads) for _ in paths]
+            if any(_absent(part) for part in parts):  # only a hand in ZooKeeper does this
+                self.log.error("a chunk of the group's record is missing: the group starts empty",
+                               group=group)
+                continue
+            self._nodes.add(layout.record_path(self.partition, group))
+            self._nodes.update(paths)
+            self.groups[group] = layout.decode_record(b"".join(data for data, _ in parts))
 
     # -- handing over ----------------------------------------------------------------------
 
@@ -144,20 +169,38 @@ class PartitionStore:
     # -- group metadata -------------------------------------------------------------------
 
     async def write_group(self, group: str, metadata: dict) -> None:
-        """Persist a group's metadata for a new generation: one fenced multi()."""
+        """Persist a group's metadata for a new generation (see the module's docstring)."""
         self._begin()
         try:
-            await self._write_group(group, metadata)
+            data = await _compress(metadata)
+            async with self._one_write(group):
+                if len(data) + 2 * len(layout.group_path(self.partition, group)) <= layout.RECORD_CHUNK_BYTES:
+                    await self._write_inline(group, data)
+                else:
+                    await self._write_chunked(group, data)
+            self.groups[group] = metadata
         finally:
             self._end()
 
-    async def _write_group(self, group: str, metadata: dict) -> None:
-        data = layout.encode(metadata)
+    @asynccontextmanager
+    async def _one_write(self, group: str) -> AsyncIterator[None]:
+        """Record writes of one group in turn: a chunked one takes several multi() calls, and
+        a later generation's must land after it, not between."""
+        lock = self._group_writes.setdefault(group, trio.Lock())
+        async with lock:
+            try:
+                yield
+            finally:  # no checkpoint between this and the release: no one can take the lock meanwhile
+                if not lock.statistics().tasks_waiting:
+                    del self._group_writes[group]
+
+    async def _write_inline(self, group: str, data: bytes) -> None:
         path = layout.group_path(self.partition, group)
-        if len(data) + len(path) + layout.OP_OVERHEAD > layout.MAX_REQUEST_BYTES:
-            raise GroupTooLarge(f"group {group!r}: metadata of {len(data)} bytes is over the "
-                                f"{layout.MAX_REQUEST_BYTES}-byte limit")
         txn = self.fence.transaction(self.zk)
+        room = (layout.MAX_REQUEST_BYTES - len(data) - 2 * len(path)) // (layout.OP_OVERHEAD + len(path) + 64)
+        stale = self._chunks(group)[:max(room, 0)]  # the record was in chunks until now
+        for chunk in stale:
+            txn.delete(chunk)
         if path in self._nodes:
             txn.set_data(path, data)
             await fenced_commit(self.zk, self.fence, txn)
@@ -169,14 +212,73 @@ class PartitionStore:
             except Exception:
                 self._nodes.discard(path)
                 raise
-        self.groups[group] = metadata
+        self._nodes.difference_update(stale)
+
+    async def _write_chunked(self, group: str, data: bytes) -> None:
+        path, record = layout.group_path(self.partition, group), layout.record_path(self.partition, group)
+        await self._list_record(group)
+        before = self._chunks(group)
+        seq = 1 + max((int(p.rsplit("/", 1)[1].split("-")[0]) for p in before), default=0)
+        size = layout.RECORD_CHUNK_BYTES - 4 * len(path)  # room for the paths of a long group id
+        names = [f"{seq}-{i}" for i in range(-(-len(data) // size))]
+        try:
+            for i, name in enumerate(names):
+                txn, created = self.fence.transaction(self.zk), []
+                for node in (path, record):
+                    if node not in self._nodes:
+                        txn.create(node, b"")
+                        created.append(node)
+                txn.create(f"{record}/{name}", data[i * size:(i + 1) * size])
+                self._nodes.update(created)  # at once, as in _write_inline
+                try:
+                    await fenced_commit(self.zk, self.fence, txn)
+                except Exception:
+                    self._nodes.difference_update(created)
+                    raise
+                self._nodes.add(f"{record}/{name}")
+            txn = self.fence.transaction(self.zk)
+            txn.set_data(path, layout.encode_chunk_names(names))
+            stale = before[:_max_deletes(record)]
+            for chunk in stale:
+                txn.delete(chunk)
+            await fenced_commit(self.zk, self.fence, txn)
+        except Exception:
+            self._listed.discard(group)  # which chunks landed is not known for sure: list them next time
+            raise
+        self._nodes.difference_update(stale)
+
+    def _chunks(self, group: str) -> list[str]:
+        """The chunk znodes of the group known to exist, in name order."""
+        prefix = layout.record_path(self.partition, group) + "/"
+        return sorted(p for p in self._nodes if p.startswith(prefix))
+
+    async def _list_record(self, group: str) -> None:
+        """Learn every chunk znode of the group, those of sequences cut short included (a
+        loaded group knows only the chunks its record names)."""
+        if group in self._listed:
+            return
+        record = layout.record_path(self.partition, group)
+        try:
+            names = await self.zk.get_children(record)
+        except NoNodeError:
+            names = None
+        except KazooException as exc:
+            raise StoreUnavailable(f"listing the record of group {group!r}: {type(exc).__name__}") from None
+        self._nodes.difference_update(self._chunks(group))
+        self._nodes.discard(record)
+        if names is not None:
+            self._nodes.add(record)
+            self._nodes.update(f"{record}/{name}" for name in names)
+        self._listed.add(group)
 
     async def delete_group(self, group: str) -> None:
-        """Remove a group and its offsets, children first. A group with very many offset
-        shards takes several multi() calls; the group's own znode goes last."""
+        """Remove a group, its record's chunks and its offsets, children first. A group with
+        very many offset shards takes several multi() calls; the group's own znode goes last."""
         self._begin()
         try:
-            await self._delete_group(group)
+            async with self._one_write(group):
+                await self._list_record(group)
+                await self._delete_group(group)
         finally:
             self._end()
 
@@ -184,7 +286,7 @@ class PartitionStore:
         prefix = layout.group_path(self.partition, group)
         paths = sorted((p for p in self._nodes if p == prefix or p.startswith(prefix + "/")),
                        key=lambda p: p.count("/"), reverse=True)
-        max_ops = layout.MAX_REQUEST_BYTES // (layout.OP_OVERHEAD + len(prefix) + 64)
+        max_ops = _max_deletes(prefix)
         for start in range(0, len(paths), max_ops):
             txn = self.fence.transaction(self.zk)
             chunk = paths[start:start + max_ops]
@@ -196,6 +298,7 @@ class PartitionStore:
         self.durable.pop(group, None)
         self._latest.pop(group, None)
         self._uncertain.pop(group, None)
+        self._listed.discard(group)
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -436,6 +539,19 @@ class PartitionStore:
             if self.guard.fenced:
                 raise NotOwner(f"group-partition {self.partition}: the ZooKeeper session is fenced")
             raise StoreUnavailable("the ZooKeeper connection is suspended")
+
+
+def _max_deletes(prefix: str) -> int:
+    """How many deletes of znodes under `prefix` one multi() may carry."""
+    return layout.MAX_REQUEST_BYTES // (layout.OP_OVERHEAD + len(prefix) + 64)
+
+
+async def _compress(metadata: dict) -> bytes:
+    """The stored form of a group record; a large group's is built off the event loop (a
+    10,000-member record takes tens of milliseconds)."""
+    if len(metadata.get("members", ())) < 1000:
+        return layout.encode_record(metadata)
+    return await trio.to_thread.run_sync(layout.encode_record, metadata)
 
 
 def _absent(read) -> bool:
