@@ -96,12 +96,15 @@ def _leaves(group: BaseExceptionGroup):
 @click.option("--ensemble", metavar="HOST:QUORUM:ELECTION,...",
               help="Run as one node of this ensemble (server ids 1, 2, ... in this order).")
 @click.option("--server-id", type=click.IntRange(1, 255), help="This node's id in --ensemble.")
-def zookeeper(data_dir: str, port: int, host: str, tick_ms: int, ensemble: str | None, server_id: int | None) -> None:
+@click.option("--heap-mb", default=512, show_default=True, type=click.IntRange(64, 65536),
+              help="The JVM's heap: ZooKeeper holds all its data in it.")
+def zookeeper(data_dir: str, port: int, host: str, tick_ms: int, ensemble: str | None, server_id: int | None,
+              heap_mb: int) -> None:
     """Run a ZooKeeper server (standalone, or a node of --ensemble) in the foreground until
     SIGINT or SIGTERM."""
     try:
         peers = [Peer.parse(text) for text in ensemble.split(",")] if ensemble else None
-        server = ZooKeeperServer(data_dir, port, host, tick_ms, peers=peers, server_id=server_id)
+        server = ZooKeeperServer(data_dir, port, host, tick_ms, peers=peers, server_id=server_id, heap_mb=heap_mb)
     except ValueError as exc:
         raise click.ClickException(f"--ensemble/--server-id: {exc}") from None
     stop = threading.Event()
@@ -425,3 +428,65 @@ def bench_zk_commits(as_json: bool, zookeeper: str | None, seconds: float, commi
     except ZooKeeperUnavailable as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(result, indent=2) if as_json else zk_commits.table(result))
+
+
+@bench.command("abuse")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--bootstrap", metavar="HOST:PORT",
+              help="A running coordinator to probe; absent: the bench starts its own (a temporary ZooKeeper "
+                   "and one `groupkeeper run` with the limits below), stopped at the end.")
+@click.option("--metrics", metavar="HOST:PORT",
+              help="With --bootstrap: its metrics endpoint, for process_resident_memory_bytes.")
+@click.option("--probes", default="all", show_default=True, help="Comma-separated probe names to run.")
+@click.option("--deadline", default=10.0, show_default=True, type=click.FloatRange(0.5, 600),
+              help="Seconds any request, a probe's or the bystander's, may go unanswered before it is a stall.")
+@click.option("--read-timeout", type=click.FloatRange(0.1, 3600),
+              help="request_read_timeout in seconds: set on the coordinator the bench starts (default 2), "
+                   "expected of a --bootstrap one (default 30).")
+@click.option("--per-ip-limit", default=1000, show_default=True, type=click.IntRange(1, 1_000_000),
+              help="max_connections_per_ip: set on the coordinator the bench starts, expected of a --bootstrap one.")
+@click.option("--connections", type=click.IntRange(1, 1_000_000),
+              help="Idle connections the flood opens; default: --per-ip-limit + 100.")
+@click.option("--queued-reply-bytes", default=16 << 20, show_default=True, type=click.IntRange(1024, 2**31 - 1),
+              help="max_queued_reply_bytes: set on the coordinator the bench starts, expected of a --bootstrap one.")
+@click.option("--never-reads-seconds", default=5.0, show_default=True, type=click.FloatRange(0.5, 600),
+              help="How long the client that never reads its answers keeps sending.")
+@click.option("--huge-partitions", default=10_000, show_default=True, type=click.IntRange(1, 1_000_000),
+              help="Partitions of each huge commit (4,096 bytes of metadata each).")
+@click.option("--members", default=2000, show_default=True, type=click.IntRange(1, 1_000_000),
+              help="Members of the large group.")
+def bench_abuse(as_json: bool, bootstrap: str | None, metrics: str | None, probes: str, deadline: float,
+                read_timeout: float | None, per_ip_limit: int, connections: int | None, queued_reply_bytes: int,
+                never_reads_seconds: float, huge_partitions: int, members: int) -> None:
+    """Hostile and unlucky clients against a coordinator: each probe held or broke, with its
+    figures, while an ordinary client beside it must stay served. Exit status 1 if any broke."""
+    from .admin import AdminError, parse_address
+    from .bench import abuse
+    names = list(abuse.PROBES) if probes == "all" else [p.strip() for p in probes.split(",") if p.strip()]
+    unknown = [p for p in names if p not in abuse.PROBES]
+    if unknown or not names:
+        raise click.ClickException(f"--probes: unknown {', '.join(unknown) or '(none given)'}; "
+                                   f"known: {', '.join(abuse.PROBES)}")
+    if metrics is not None and bootstrap is None:
+        raise click.ClickException("--metrics needs --bootstrap: the memory of a coordinator the bench starts "
+                                   "is read from /proc")
+    addresses = {}
+    for flag, text in (("--bootstrap", bootstrap), ("--metrics", metrics)):
+        try:
+            addresses[flag] = None if text is None else parse_address(text)
+        except AdminError as exc:
+            raise click.ClickException(f"{flag}: {exc}") from None
+    settings = abuse.Settings(
+        bootstrap=addresses["--bootstrap"], metrics=addresses["--metrics"], probes=tuple(names), deadline=deadline,
+        read_timeout=read_timeout if read_timeout is not None else (2.0 if bootstrap is None else 30.0),
+        per_ip_limit=per_ip_limit, connections=connections if connections is not None else per_ip_limit + 100,
+        queued_reply_bytes=queued_reply_bytes, never_reads_seconds=never_reads_seconds,
+        huge_partitions=huge_partitions, members=members)
+    logs.configure("console", logging.ERROR)
+    try:
+        result = abuse.run(settings)
+    except (abuse.AbuseError, ZooKeeperUnavailable) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else abuse.table(result))
+    if result["broke"]:
+        raise SystemExit(1)

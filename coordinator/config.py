@@ -32,6 +32,9 @@ KEYS: dict[str, tuple[type, Any]] = {
     "group_max_size": (int, 0),
     "group_id_max_length": (int, 1024),  # characters; longer group ids: INVALID_GROUP_ID
     "group_max_record_bytes": (int, 8 * 1024 * 1024),  # a generation's stored members; more: GROUP_MAX_SIZE_REACHED
+    "offset_commit_max_partitions": (int, 10_000),  # in one OffsetCommit; more: INVALID_COMMIT_OFFSET_SIZE
+    "group_max_offset_metadata_bytes": (int, 1024 * 1024),  # a group's offset metadata in all
+    "embedded_zookeeper_heap_mb": (int, 512),  # -Xmx of the embedded ZooKeeper
     "strict_assignment": (bool, False),
     "shutdown_grace": (float, 5.0),
     "max_request_bytes": (int, 100 * 1024 * 1024),
@@ -52,6 +55,9 @@ KEYS: dict[str, tuple[type, Any]] = {
 # key -> (least, most) for the keys whose values outside a range would break the coordinator
 RANGES: dict[str, tuple[int, int]] = {
     "group_max_record_bytes": (64 * 1024, 64 * 1024 * 1024),
+    "offset_commit_max_partitions": (1, 1_000_000),
+    "group_max_offset_metadata_bytes": (4096, 64 * 1024 * 1024),
+    "embedded_zookeeper_heap_mb": (64, 65536),
 }
 
 

@@ -24,7 +24,10 @@ from .store import layout
 from .store.bridge import ZooKeeperBridge
 from .store.registry import TopicRegistry
 from .store.session import SessionGuard
-from .store.zkserver import ZooKeeperServer
+from .store.zkserver import ZooKeeperServer, data_bytes
+
+
+ZOOKEEPER_DATA_INTERVAL = 5.0  # seconds between readings of how much data ZooKeeper holds
 
 
 class StartupError(Exception):
@@ -41,7 +44,7 @@ async def run(config: dict[str, Any]) -> None:
     hosts = config["zookeeper"]
     if not hosts:
         zk_dir = Path(config["data_dir"]) / "zookeeper"
-        embedded = ZooKeeperServer(zk_dir, config["embedded_zookeeper_port"])
+        embedded = ZooKeeperServer(zk_dir, config["embedded_zookeeper_port"], heap_mb=config["embedded_zookeeper_heap_mb"])
         await trio.to_thread.run_sync(embedded.start)
         hosts = embedded.connect_string
         log.info("embedded zookeeper started", zookeeper=hosts, data_dir=str(zk_dir))
@@ -90,6 +93,8 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                 config["max_connections_per_ip"], config["request_read_timeout_ms"] / 1000,
                 config["max_queued_reply_bytes"]))
             await nursery.start(server.serve, listeners)
+            heap = config["embedded_zookeeper_heap_mb"] * 1024 * 1024 if not config["zookeeper"] else None
+            nursery.start_soon(_watch_zookeeper_data, hosts, heap, log)
             if config["metrics_listen"]:
                 metrics.REGISTRY.register(metrics.GroupsCollector(
                     lambda: ((gid, state, members) for gid, _, state, members in coordinator.all_groups()),
@@ -161,9 +166,27 @@ def _address(text: str) -> tuple[str, int]:
         raise StartupError(str(exc)) from None
 
 
+async def _watch_zookeeper_data(hosts: str, heap: int | None, log) -> None:
+    """Export how much data ZooKeeper holds, and warn when the embedded one's data passes a
+    third of its heap (the data tree, snapshots being written and request buffers share it)."""
+    warned = False
+    while True:
+        held = await trio.to_thread.run_sync(data_bytes, hosts)
+        if held is not None:
+            metrics.ZOOKEEPER_DATA.set(held)
+            if heap is not None:
+                metrics.ZOOKEEPER_HEAP.set(heap)
+                if held > heap / 3 and not warned:
+                    log.warning("zookeeper data nears its heap", data_bytes=held, heap_bytes=heap,
+                                hint="raise embedded_zookeeper_heap_mb, or lower the group limits")
+                warned = held > heap / 3
+        await trio.sleep(ZOOKEEPER_DATA_INTERVAL)
+
+
 def _group_config(config: dict[str, Any]) -> GroupConfig:
     return GroupConfig(config["group_min_session_timeout_ms"] / 1000,
                        config["group_max_session_timeout_ms"] / 1000,
                        config["group_initial_rebalance_delay_ms"] / 1000,
                        config["group_max_size"], config["group_id_max_length"],
-                       config["group_max_record_bytes"])
+                       config["group_max_record_bytes"], config["offset_commit_max_partitions"],
+                       config["group_max_offset_metadata_bytes"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from protocol import ErrorCode
 
 from .store.fence import NotOwner, StoreError, StoreUnavailable
-from .store.partition import MetadataTooLarge
+from .store.partition import CommitTooLarge
 
 
 def store_error_code(exc: Exception) -> ErrorCode:
@@ -14,8 +14,8 @@ def store_error_code(exc: Exception) -> ErrorCode:
         return ErrorCode.NOT_COORDINATOR
     if isinstance(exc, StoreUnavailable):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if isinstance(exc, MetadataTooLarge):
-        return ErrorCode.OFFSET_METADATA_TOO_LARGE
+    if isinstance(exc, CommitTooLarge):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     if isinstance(exc, StoreError):
         return ErrorCode.UNKNOWN_SERVER_ERROR
     raise TypeError(f"not a store error: {exc!r}")

@@ -198,6 +198,8 @@ class Handlers:
         route = self.coordinator.route(request.group_id)
         if not isinstance(route, Owned):
             return answer(lambda topic, p: route)
+        if sum(len(t.partitions) for t in request.topics) > self.coordinator.group_config.max_commit_partitions:
+            return answer(lambda topic, p: E.INVALID_COMMIT_OFFSET_SIZE)
         error = route.groups.commit_check(request.group_id, request.member_id,
                                           request.generation_id_or_member_epoch, request.group_instance_id)
         if error != E.NONE:

@@ -75,6 +75,12 @@ OFFSET_COMMIT_SECONDS = Histogram("groupkeeper_offset_commit_duration_seconds",
 ZOOKEEPER_SECONDS = Histogram("groupkeeper_zookeeper_request_duration_seconds",
                               "ZooKeeper requests, by operation, as awaited by the coordinator.", ["op"],
                               buckets=_LATENCY, registry=REGISTRY)
+ZOOKEEPER_DATA = Gauge("groupkeeper_zookeeper_data_bytes",
+                       "Bytes of data ZooKeeper holds, by its own estimate (mntr zk_approximate_data_size).",
+                       registry=REGISTRY)
+ZOOKEEPER_HEAP = Gauge("groupkeeper_zookeeper_heap_bytes",
+                       "Heap of the embedded ZooKeeper (embedded_zookeeper_heap_mb); absent with an external one.",
+                       registry=REGISTRY)
 ZOOKEEPER_CONNECTED = Gauge("groupkeeper_zookeeper_connected",
                             "1 while the ZooKeeper session is connected, else 0.", registry=REGISTRY)
 GROUP_LOAD_SECONDS = Histogram("groupkeeper_group_load_duration_seconds",

@@ -13,7 +13,7 @@ from kazoo.protocol.states import KazooState
 from coordinator.store import layout
 from coordinator.store.bridge import ZooKeeperBridge
 from coordinator.store.fence import NotOwner, StoreError, StoreUnavailable, acquire
-from coordinator.store.partition import MetadataTooLarge, PartitionStore
+from coordinator.store.partition import CommitTooLarge, PartitionStore
 from coordinator.store.session import SessionGuard
 from coordinator.store.zkserver import ZooKeeperServer
 from coordinator.store.zkserver import free_port
@@ -185,6 +185,7 @@ async def test_large_commits_stay_under_the_size_limit(zookeeper):
     try:
         async with trio.open_nursery() as nursery:
             store = await _owner(zk, partition, nursery)
+            store.max_metadata_bytes = 300 * 4096
             entries = {("big", p): (p, -1, metadata, 1) for p in range(300)}
             await store.commit_offsets("g", entries)  # about 3.7 MB of shards in all
             assert store.multis > 1
@@ -201,20 +202,23 @@ async def test_large_commits_stay_under_the_size_limit(zookeeper):
         await zk.stop()
 
 
-async def test_metadata_that_cannot_fit_is_refused_and_nothing_lands(zookeeper):
+async def test_metadata_of_any_characters_fits_and_a_group_is_bounded_in_all(zookeeper):
     partition = next(_partitions)
     zk = await _bridge(zookeeper.connect_string)
-    hostile = "\x01" * 4096  # 6 bytes a character once escaped as JSON
+    hostile = "\x01" * 4096  # 6 bytes a character once escaped as JSON: the largest shard there is
     try:
         async with trio.open_nursery() as nursery:
             store = await _owner(zk, partition, nursery)
-            await store.commit_offsets("g", {("t", 0): (1, -1, "", 1)})
-            with pytest.raises(MetadataTooLarge):
-                await store.commit_offsets("g", {("t", p): (2, -1, hostile, 2) for p in range(16)})
-            await store.commit_offsets("g", {("t", 1): (3, -1, hostile, 3)})  # one fits
+            store.max_metadata_bytes = 70 * 4096
+            await store.commit_offsets("g", {("t", p): (2, -1, hostile, 2) for p in range(64)})
+            with pytest.raises(CommitTooLarge):  # 64 + 8 partitions' worth: over 70
+                await store.commit_offsets("g", {("u", p): (3, -1, hostile, 3) for p in range(8)})
+            await store.commit_offsets("g", {("t", p): (4, -1, None, 4) for p in range(8)})  # frees 8
+            await store.commit_offsets("g", {("u", p): (3, -1, hostile, 3) for p in range(8)})
             nursery.cancel_scope.cancel()
         loaded = await PartitionStore(zk, store.fence).load()
-        assert loaded.offsets["g"]["t"] == {0: (1, -1, "", 1), 1: (3, -1, hostile, 3)}
+        assert loaded.offsets["g"]["t"] == {p: (2, -1, hostile, 2) if p >= 8 else (4, -1, None, 4) for p in range(64)}
+        assert loaded.offsets["g"]["u"] == {p: (3, -1, hostile, 3) for p in range(8)}
     finally:
         await zk.stop()
 

@@ -219,7 +219,8 @@ class Coordinator:
                     return  # placed elsewhere before it could be taken
                 slot.fence, previous = taken
                 reason = _gained_reason(previous, self.instance_id)
-                store = PartitionStore(self.zk, slot.fence, self.guard)
+                store = PartitionStore(self.zk, slot.fence, self.guard,
+                                       self.group_config.max_offset_metadata_bytes)
                 owned = slot.owned = Owned(store, GroupSet(
                     self.group_config, self.assignors, self._partitions_of, store.write_group, self.strict,
                     self.events, lease=self.guard.wait_current))

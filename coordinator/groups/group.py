@@ -32,6 +32,8 @@ class GroupConfig:
     max_size: int = 0  # group.max.size; 0: no limit
     max_group_id_length: int = 1024  # characters; longer ids are refused (INVALID_GROUP_ID)
     max_record_bytes: int = 8 * 1024 * 1024  # a generation's members, as `record_bytes` counts them
+    max_commit_partitions: int = 10_000  # partitions in one OffsetCommit; more: INVALID_COMMIT_OFFSET_SIZE
+    max_offset_metadata_bytes: int = 1024 * 1024  # of a group's committed offsets' metadata, in all
 
 
 @dataclass

@@ -40,12 +40,11 @@ BROKER_TOPICS = "/brokers/topics"
 # no znode and no multi() of ours goes over this.
 MAX_REQUEST_BYTES = 256 * 1024
 # Offsets of SHARD_PARTITIONS partitions share a znode. Kafka allows 4096 characters of
-# metadata per partition (offset.metadata.max.bytes); stored as UTF-8 JSON that is at most
-# 12 KB, so a shard of 16 stays under 200 KB whatever the metadata, except metadata made
-# mostly of control characters (6 bytes each once escaped): a commit that would push a
-# shard over MAX_SHARD_BYTES is refused as too large, and nothing of it is written.
-SHARD_PARTITIONS = 16
-MAX_SHARD_BYTES = MAX_REQUEST_BYTES - 4096  # room for the path, parents and the fence check
+# metadata per partition (offset.metadata.max.bytes, refused above it before the store); in
+# JSON a character takes at most 6 bytes (a control character, escaped), so a partition at
+# most about 24.6 KB and a shard of 8 at most about 197 KB: under MAX_REQUEST_BYTES with room
+# for its path, its parents and the fence check, whatever the characters.
+SHARD_PARTITIONS = 8
 # Bytes a multi() op costs beyond its path and data (headers, version, flags), with margin.
 OP_OVERHEAD = 64
 # A compressed group record larger than this is written as chunks of this size, each in a

@@ -42,8 +42,8 @@ ShardKey = tuple[str, str, int]  # (group, topic, shard)
 PIPELINE_DEPTH = 2  # offset multi() calls in flight at once
 
 
-class MetadataTooLarge(StoreError):
-    """Offset metadata that would push a shard over MAX_SHARD_BYTES: OFFSET_METADATA_TOO_LARGE."""
+class CommitTooLarge(StoreError):
+    """A commit that would take its group's offset metadata over its bound: INVALID_COMMIT_OFFSET_SIZE."""
 
 
 @dataclass
@@ -62,11 +62,13 @@ class Loaded:
 
 
 class PartitionStore:
-    def __init__(self, zk: ZooKeeperBridge, fence: Fence, guard: SessionGuard | None = None):
+    def __init__(self, zk: ZooKeeperBridge, fence: Fence, guard: SessionGuard | None = None,
+                 max_metadata_bytes: int = 1024 * 1024):
         self.zk = zk
         self.fence = fence
         self.guard = guard
         self.partition = fence.partition
+        self.max_metadata_bytes = max_metadata_bytes  # of one group's offsets, stored and in flight
         self.groups: dict[str, dict] = {}
         # group -> topic -> partition -> entry, as ZooKeeper has confirmed it
         self.durable: dict[str, dict[str, dict[int, OffsetEntry]]] = {}
@@ -305,7 +307,7 @@ class PartitionStore:
     async def commit_offsets(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> None:
         """Durably store `entries` ((topic, partition) -> entry); returns once ZooKeeper has
         confirmed them. Raises NotOwner, StoreUnavailable or StoreError otherwise."""
-        self._check_shard_sizes(group, entries)
+        self._check_metadata(group, entries)
         self._begin()
         commit = _Commit(group, entries)
         self._queue.append(commit)
@@ -451,21 +453,18 @@ class PartitionStore:
             size += cost
         return self._queue, []
 
-    def _check_shard_sizes(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> None:
-        """Refuse, before queueing, a commit whose metadata cannot fit its shards."""
-        grown: dict[ShardKey, int] = defaultdict(int)
-        for (topic, p), entry in entries.items():
-            grown[(group, topic, p // layout.SHARD_PARTITIONS)] += 64 + 6 * len(entry[2] or "")
-        for key, extra in grown.items():
-            if self._shard_bytes.get(key, 0) + extra <= layout.MAX_SHARD_BYTES:
-                continue  # the quick bound says it fits; otherwise measure exactly
-            content = self._shard(self._latest, key)
-            content.update({p: e for (t, p), e in entries.items()
-                            if (group, t, p // layout.SHARD_PARTITIONS) == key})
-            if len(layout.encode_shard(content)) > layout.MAX_SHARD_BYTES:
-                raise MetadataTooLarge(f"offset metadata of group {group!r}, topic {key[1]!r} is too "
-                                       f"large to store ({layout.SHARD_PARTITIONS} partitions share "
-                                       f"{layout.MAX_SHARD_BYTES} bytes)")
+    def _check_metadata(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> None:
+        """Refuse a commit that would take the group's metadata over its bound. Only commits
+        that carry metadata pay for counting it (most carry none)."""
+        if not any(entry[2] for entry in entries.values()):
+            return
+        topics = self._latest.get(group, {})
+        total = sum(len(entry[2] or "") for (topic, p), entry in entries.items())
+        total += sum(len(entry[2] or "") for topic, partitions in topics.items()
+                     for p, entry in partitions.items() if (topic, p) not in entries)
+        if total > self.max_metadata_bytes:
+            raise CommitTooLarge(f"group {group!r}: {total} characters of offset metadata, over the "
+                                 f"{self.max_metadata_bytes} allowed (group_max_offset_metadata_bytes)")
 
     def _shard(self, view: dict, key: ShardKey) -> dict[int, OffsetEntry]:
         group, topic, shard = key
@@ -477,7 +476,7 @@ class PartitionStore:
     def _build(self, batch: list[_Commit]) -> list:
         """The multi() transactions for a batch, built from everything written or in flight
         (`_latest`): normally one; several only when a single commit is too large for one.
-        Every shard is encoded and checked before any state changes."""
+        Every shard is encoded before any state changes."""
         merged: dict[ShardKey, dict[int, OffsetEntry]] = defaultdict(dict)
         for commit in batch:
             for (topic, p), entry in commit.entries.items():
@@ -486,11 +485,7 @@ class PartitionStore:
         for key, updates in merged.items():
             content = self._shard(self._latest, key)
             content.update(updates)
-            data = layout.encode_shard(content)
-            if len(data) > layout.MAX_SHARD_BYTES:  # commits queued together overfilled it
-                raise MetadataTooLarge(f"offsets of group {key[0]!r}, topic {key[1]!r}: a shard "
-                                       f"of {len(data)} bytes is over {layout.MAX_SHARD_BYTES}")
-            planned.append((key, updates, data))
+            planned.append((key, updates, layout.encode_shard(content)))
         multis, txn, created, applied, size = [], self.fence.transaction(self.zk), [], [], 0
         for key, updates, data in planned:
             group, topic, _ = key

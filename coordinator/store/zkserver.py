@@ -53,6 +53,23 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def data_bytes(connect: str, timeout: float = 1.0) -> int | None:
+    """ZooKeeper's own estimate of the bytes of data it holds (`mntr`'s
+    zk_approximate_data_size), from the first server of `connect` that answers; every server
+    of an ensemble holds the same data. None when none answers `mntr`."""
+    for server in connect.split("/", 1)[0].split(","):
+        host, _, port = server.rpartition(":")
+        try:
+            answer = four_letter_word(host.strip("[]"), int(port), b"mntr", timeout)
+        except (OSError, ValueError):
+            continue
+        for line in answer.decode(errors="replace").splitlines():
+            key, _, value = line.partition("\t")
+            if key == "zk_approximate_data_size" and value.strip().isdigit():
+                return int(value)
+    return None
+
+
 def four_letter_word(host: str, port: int, word: bytes, timeout: float = 1.0) -> bytes:
     """Send one of ZooKeeper's four-letter commands ("ruok", "srvr") and return the answer."""
     with socket.create_connection((host, port), timeout=timeout) as sock:
@@ -85,7 +102,7 @@ class ZooKeeperServer:
 
     def __init__(self, data_dir: str | os.PathLike, port: int, host: str = "127.0.0.1",
                  tick_ms: int = 2000, max_client_connections: int = 1000,
-                 peers: list[Peer] | None = None, server_id: int | None = None):
+                 peers: list[Peer] | None = None, server_id: int | None = None, heap_mb: int = 512):
         if peers and not (server_id and 1 <= server_id <= len(peers)):
             raise ValueError(f"server id {server_id} is not one of the ensemble's 1-{len(peers)}")
         self.data_dir = Path(data_dir)
@@ -95,6 +112,7 @@ class ZooKeeperServer:
         self.max_client_connections = max_client_connections
         self.peers = peers or []
         self.server_id = server_id
+        self.heap_mb = heap_mb  # its JVM's heap: ZooKeeper holds all its data in memory
         self.process: subprocess.Popen | None = None
 
     @property
@@ -128,7 +146,7 @@ class ZooKeeperServer:
 
     def command(self) -> list[str]:
         classpath = os.pathsep.join(str(p) for p in (ZOOKEEPER_JAR, SLF4J_BINDING) if p.exists())
-        return [_java(), "-Xmx512m", "-Dzookeeper.admin.enableServer=false",
+        return [_java(), f"-Xmx{self.heap_mb}m", "-Dzookeeper.admin.enableServer=false",
                 "-cp", classpath, ENSEMBLE_MAIN_CLASS if self.peers else MAIN_CLASS, str(self._write_config())]
 
     def start(self, timeout: float = 30.0, foreground: bool = False) -> None:
