@@ -106,6 +106,20 @@ async def test_a_group_record_larger_than_a_znode_is_written_in_chunks_and_read_
         await zk.stop()
 
 
+async def test_a_store_whose_writer_stopped_refuses_commits_instead_of_queueing_them(zookeeper):
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            await store.commit_offsets("g", {("t", 0): (1, -1, "", 1)})
+            nursery.cancel_scope.cancel()  # the group-partition is dropped: its writer stops
+        with trio.fail_after(5), pytest.raises(NotOwner):  # queued, it would wait for ever
+            await store.commit_offsets("g", {("t", 0): (2, -1, "", 2)})
+    finally:
+        await zk.stop()
+
+
 async def test_a_second_instance_cannot_take_an_owned_partition(zookeeper):
     partition = next(_partitions)
     a, b = await _bridge(zookeeper.connect_string), await _bridge(zookeeper.connect_string)

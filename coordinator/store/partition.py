@@ -328,6 +328,7 @@ class PartitionStore:
         try:
             await self._write_batches(slots)
         finally:  # stopped (the partition is gone): what never reached ZooKeeper fails
+            self._closed = True  # and a commit that comes later is refused, not queued for no one
             _finish(self._queue, StoreUnavailable("the group-partition stopped before the write"))
             self._queue = []
 
