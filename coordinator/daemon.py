@@ -169,13 +169,14 @@ def _address(text: str) -> tuple[str, int]:
 async def _watch_zookeeper_data(hosts: str, heap: int | None, log) -> None:
     """Export how much data ZooKeeper holds, and warn when the embedded one's data passes a
     third of its heap (the data tree, snapshots being written and request buffers share it)."""
+    if heap is not None:
+        metrics.ZOOKEEPER_HEAP.set(heap)
     warned = False
     while True:
         held = await trio.to_thread.run_sync(data_bytes, hosts)
         if held is not None:
             metrics.ZOOKEEPER_DATA.set(held)
             if heap is not None:
-                metrics.ZOOKEEPER_HEAP.set(heap)
                 if held > heap / 3 and not warned:
                     log.warning("zookeeper data nears its heap", data_bytes=held, heap_bytes=heap,
                                 hint="raise embedded_zookeeper_heap_mb, or lower the group limits")

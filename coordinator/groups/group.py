@@ -322,6 +322,14 @@ class Group:
                 self._timers = [(m.timer, m.member_id) for m in self.members.values() if m.timer is not None]
                 heapq.heapify(self._timers)
 
+    def _pend(self, member_id: str, expiry: float) -> None:
+        """A MEMBER_ID_REQUIRED id, kept until `expiry` for its member's second JoinGroup."""
+        self.pending[member_id] = expiry
+        heapq.heappush(self._pending_timers, (expiry, member_id))
+        if len(self._pending_timers) > 2 * len(self.pending) + 64:  # entries of ids gone
+            self._pending_timers = [(e, i) for i, e in self.pending.items()]
+            heapq.heapify(self._pending_timers)
+
     def _remove(self, m: Member, reason: str, error: ErrorCode = E.UNKNOWN_MEMBER_ID) -> None:
         self._count(m, -1)
         del self.members[m.member_id]
@@ -378,11 +386,7 @@ class Group:
                 return self._refuse("group_max_size", member_id)
             new_id = self.new_id(client_id)
             if require_known_member_id:
-                self.pending[new_id] = now + session_timeout
-                heapq.heappush(self._pending_timers, (now + session_timeout, new_id))
-                if len(self._pending_timers) > 2 * len(self.pending) + 64:  # entries of ids gone
-                    self._pending_timers = [(expiry, i) for i, expiry in self.pending.items()]
-                    heapq.heapify(self._pending_timers)
+                self._pend(new_id, now + session_timeout)
                 return JoinReply(new_id, E.MEMBER_ID_REQUIRED)
             return self._add(now, new_id, None, fields, why)
         if member_id in self.pending:

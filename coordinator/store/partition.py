@@ -75,8 +75,9 @@ class PartitionStore:
         # the same with every write in flight applied: what the next shard writes build on
         self._latest: dict[str, dict[str, dict[int, OffsetEntry]]] = {}
         self._shard_bytes: dict[ShardKey, int] = {}  # each shard's last written size
-        self._nodes: set[str] = set()  # znodes under this partition known to exist
-        self._listed: set[str] = set()  # groups whose record/ children are all in _nodes
+        self._nodes: set[str] = set()  # znodes under this partition known to exist, but chunks
+        self._chunks: dict[str, set[str]] = {}  # group -> its record's chunk znodes known to exist
+        self._listed: set[str] = set()  # groups whose record/ children are all in _chunks
         self._group_writes: dict[str, trio.Lock] = {}  # one record write of a group at a time
         self._queue: list[_Commit] = []
         self._queued = trio.Event()
@@ -147,7 +148,7 @@ class PartitionStore:
                                group=group)
                 continue
             self._nodes.add(layout.record_path(self.partition, group))
-            self._nodes.update(paths)
+            self._chunks[group] = set(paths)
             self.groups[group] = layout.decode_record(b"".join(data for data, _ in parts))
 
     # -- handing over ----------------------------------------------------------------------
@@ -199,8 +200,8 @@ class PartitionStore:
     async def _write_inline(self, group: str, data: bytes) -> None:
         path = layout.group_path(self.partition, group)
         txn = self.fence.transaction(self.zk)
-        room = (layout.MAX_REQUEST_BYTES - len(data) - 2 * len(path)) // (layout.OP_OVERHEAD + len(path) + 64)
-        stale = self._chunks(group)[:max(room, 0)]  # the record was in chunks until now
+        # the record was in chunks until now: they go in the same multi(), as many as fit
+        stale = sorted(self._chunks.get(group, ()))[:_max_deletes(path, len(data) + 2 * len(path))]
         for chunk in stale:
             txn.delete(chunk)
         if path in self._nodes:
@@ -214,12 +215,12 @@ class PartitionStore:
             except Exception:
                 self._nodes.discard(path)
                 raise
-        self._nodes.difference_update(stale)
+        self._chunks.get(group, set()).difference_update(stale)
 
     async def _write_chunked(self, group: str, data: bytes) -> None:
         path, record = layout.group_path(self.partition, group), layout.record_path(self.partition, group)
         await self._list_record(group)
-        before = self._chunks(group)
+        before = sorted(self._chunks.get(group, ()))
         seq = 1 + max((int(p.rsplit("/", 1)[1].split("-")[0]) for p in before), default=0)
         size = layout.RECORD_CHUNK_BYTES - 4 * len(path)  # room for the paths of a long group id
         names = [f"{seq}-{i}" for i in range(-(-len(data) // size))]
@@ -237,7 +238,7 @@ class PartitionStore:
                 except Exception:
                     self._nodes.difference_update(created)
                     raise
-                self._nodes.add(f"{record}/{name}")
+                self._chunks.setdefault(group, set()).add(f"{record}/{name}")
             txn = self.fence.transaction(self.zk)
             txn.set_data(path, layout.encode_chunk_names(names))
             stale = before[:_max_deletes(record)]
@@ -247,12 +248,7 @@ class PartitionStore:
         except Exception:
             self._listed.discard(group)  # which chunks landed is not known for sure: list them next time
             raise
-        self._nodes.difference_update(stale)
-
-    def _chunks(self, group: str) -> list[str]:
-        """The chunk znodes of the group known to exist, in name order."""
-        prefix = layout.record_path(self.partition, group) + "/"
-        return sorted(p for p in self._nodes if p.startswith(prefix))
+        self._chunks[group].difference_update(stale)
 
     async def _list_record(self, group: str) -> None:
         """Learn every chunk znode of the group, those of sequences cut short included (a
@@ -266,11 +262,11 @@ class PartitionStore:
             names = None
         except KazooException as exc:
             raise StoreUnavailable(f"listing the record of group {group!r}: {type(exc).__name__}") from None
-        self._nodes.difference_update(self._chunks(group))
         self._nodes.discard(record)
+        self._chunks.pop(group, None)
         if names is not None:
             self._nodes.add(record)
-            self._nodes.update(f"{record}/{name}" for name in names)
+            self._chunks[group] = {f"{record}/{name}" for name in names}
         self._listed.add(group)
 
     async def delete_group(self, group: str) -> None:
@@ -286,7 +282,8 @@ class PartitionStore:
 
     async def _delete_group(self, group: str) -> None:
         prefix = layout.group_path(self.partition, group)
-        paths = sorted((p for p in self._nodes if p == prefix or p.startswith(prefix + "/")),
+        chunks = self._chunks.get(group, set())
+        paths = sorted([p for p in self._nodes if p == prefix or p.startswith(prefix + "/")] + list(chunks),
                        key=lambda p: p.count("/"), reverse=True)
         max_ops = _max_deletes(prefix)
         for start in range(0, len(paths), max_ops):
@@ -296,6 +293,8 @@ class PartitionStore:
                 txn.delete(path)
             await fenced_commit(self.zk, self.fence, txn)
             self._nodes.difference_update(chunk)
+            chunks.difference_update(chunk)
+        self._chunks.pop(group, None)
         self.groups.pop(group, None)
         self.durable.pop(group, None)
         self._latest.pop(group, None)
@@ -537,9 +536,9 @@ class PartitionStore:
             raise StoreUnavailable("the ZooKeeper connection is suspended")
 
 
-def _max_deletes(prefix: str) -> int:
-    """How many deletes of znodes under `prefix` one multi() may carry."""
-    return layout.MAX_REQUEST_BYTES // (layout.OP_OVERHEAD + len(prefix) + 64)
+def _max_deletes(prefix: str, used: int = 0) -> int:
+    """How many deletes of znodes under `prefix` one multi() may carry besides `used` bytes."""
+    return max(layout.MAX_REQUEST_BYTES - used, 0) // (layout.OP_OVERHEAD + len(prefix) + 64)
 
 
 async def _compress(metadata: dict) -> bytes:
