@@ -19,10 +19,7 @@ import re
 import resource
 import secrets
 import select
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -41,6 +38,7 @@ from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND
 from ..admin import AdminError, Connection, Unreachable
 from ..store.topic_admin import RegistryAdmin
 from ..store.zkserver import ZooKeeperServer, free_port
+from .process import NotStarted, RunProcess
 
 E = ErrorCode
 MiB = 1 << 20
@@ -191,7 +189,7 @@ class LocalCoordinator:
     def __init__(self, settings: Settings, wide_topic: str):
         self.settings, self.wide_topic = settings, wide_topic
         self.port = free_port()
-        self.process: subprocess.Popen | None = None
+        self.run: RunProcess | None = None
 
     def __enter__(self) -> LocalCoordinator:
         self._tmp = tempfile.TemporaryDirectory(prefix="groupkeeper-abuse-")
@@ -214,28 +212,17 @@ class LocalCoordinator:
                   "events": False}
         config_path = work / "groupkeeper.toml"
         config_path.write_text("".join(f"{key} = {json.dumps(value)}\n" for key, value in config.items()))
-        log = work / "groupkeeper.log"
-        with open(log, "wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "coordinator", "run", "--config", str(config_path),
-                 "--zookeeper", self.zookeeper.connect_string, "--listen", f"127.0.0.1:{self.port}",
-                 "--metrics-listen", "", "--data-dir", str(work / "data"), "--log-format", "json"],
-                stdout=out, stderr=out)
-        deadline = time.monotonic() + 120
-        while b'"group-partitions loaded"' not in log.read_bytes():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                last = (log.read_text(errors="replace").strip().splitlines() or ["(nothing logged)"])[-1]
-                raise AbuseError(f"the local coordinator did not start: {last[:300]}")
-            time.sleep(0.05)
+        self.run = RunProcess(["--config", str(config_path), "--zookeeper", self.zookeeper.connect_string,
+                               "--listen", f"127.0.0.1:{self.port}", "--metrics-listen", "",
+                               "--data-dir", str(work / "data")])
+        try:
+            self.run.start(work / "groupkeeper.log")
+        except NotStarted as exc:
+            raise AbuseError(f"the local coordinator did not start: {str(exc)[:300]}") from None
 
     def __exit__(self, *exc) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.run is not None:
+            self.run.stop(30)
         self.zookeeper.stop()
         self._tmp.cleanup()
 
@@ -932,7 +919,7 @@ def run(settings: Settings) -> dict:
         return _probe_all(settings, Target(settings.bootstrap, settings.deadline, metrics=settings.metrics), None)
     wide = "groupkeeper-abuse-wide"
     with LocalCoordinator(settings, wide) as local:
-        target = Target(("127.0.0.1", local.port), settings.deadline, pid=local.process.pid)
+        target = Target(("127.0.0.1", local.port), settings.deadline, pid=local.run.process.pid)
         return _probe_all(settings, target, wide)
 
 

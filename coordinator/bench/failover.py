@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -39,6 +38,7 @@ from ..admin import Connection, Unreachable
 from ..cluster.placement import partition_for
 from ..store import layout
 from ..store.zkserver import ZooKeeperServer, free_port
+from .process import NotStarted, RunProcess
 
 INSTANCES = 3
 TOPIC, PARTITIONS = "bench", 4
@@ -48,32 +48,25 @@ SUBSCRIPTION = encode_subscription(ConsumerProtocolSubscription(topics=[TOPIC]),
 class _Instance:
     def __init__(self, n: int, zookeeper: str, work: Path, session_timeout: float):
         self.id, self.port, self.work = n, free_port(), work
-        self.command = [sys.executable, "-m", "coordinator", "run", "--zookeeper", zookeeper,
-                        "--listen", f"127.0.0.1:{self.port}", "--metrics-listen", "", "--instance-id", str(n),
-                        "--data-dir", str(work / f"instance-{n}"), "--zk-session-timeout", str(session_timeout),
-                        "--log-format", "json"]
-        self.process: subprocess.Popen | None = None
+        self.run = RunProcess(["--zookeeper", zookeeper, "--listen", f"127.0.0.1:{self.port}", "--metrics-listen", "",
+                               "--instance-id", str(n), "--data-dir", str(work / f"instance-{n}"),
+                               "--zk-session-timeout", str(session_timeout)])
         self.runs = 0
+
+    @property
+    def process(self) -> subprocess.Popen | None:
+        return self.run.process
 
     def start(self) -> None:
         self.runs += 1
         self.log = self.work / f"instance-{self.id}-{self.runs}.log"
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(self.command, stdout=out, stderr=out)
-        deadline = time.monotonic() + 120
-        while b'"group-partitions loaded"' not in self.log.read_bytes():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"instance {self.id} did not start; see {self.log}")
-            time.sleep(0.05)
+        try:
+            self.run.start(self.log)
+        except NotStarted:
+            raise RuntimeError(f"instance {self.id} did not start; see {self.log}") from None
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        self.run.stop(60)
 
 
 def _connect(port: int, timeout: float = 10.0) -> Connection | None:

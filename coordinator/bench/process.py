@@ -1,0 +1,40 @@
+"""A `groupkeeper run` process of a benchmark that starts its own coordinators."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class NotStarted(Exception):
+    """The process exited, or did not load its group-partitions in time: its last log line."""
+
+
+class RunProcess:
+    def __init__(self, args: list[str]):
+        self.command = [sys.executable, "-m", "coordinator", "run", *args, "--log-format", "json"]
+        self.process: subprocess.Popen | None = None
+
+    def start(self, log: Path, timeout: float = 120.0) -> None:
+        """Start it, its output to `log`, and return once it serves (its group-partitions
+        loaded)."""
+        with open(log, "wb") as out:
+            self.process = subprocess.Popen(self.command, stdout=out, stderr=out)
+        deadline = time.monotonic() + timeout
+        while b'"group-partitions loaded"' not in log.read_bytes():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise NotStarted((log.read_text(errors="replace").strip().splitlines() or ["(nothing logged)"])[-1])
+            time.sleep(0.05)
+
+    def stop(self, timeout: float) -> None:
+        """SIGTERM, as an operator stops it; killed if it has not exited within `timeout`."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
