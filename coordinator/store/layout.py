@@ -170,9 +170,11 @@ def encode_chunk_names(names: list[str]) -> bytes:
 
 
 def decode_group(data: bytes) -> Any | list[str]:
-    """A group znode's data: the record, or (a list) the names of the chunks that hold it."""
+    """A group znode's data: the record, or (a list) the names of the chunks that hold it.
+    Plain JSON without "chunks" is a record as written before records were compressed."""
     if data[:1] == b"{":
-        return decode(data)["chunks"]
+        value = decode(data)
+        return value.get("chunks", value)
     return decode_record(data)
 
 
