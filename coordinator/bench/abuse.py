@@ -38,7 +38,7 @@ from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND
 from ..admin import AdminError, Connection, Unreachable
 from ..store.topic_admin import RegistryAdmin
 from ..store.zkserver import ZooKeeperServer, free_port
-from .process import NotStarted, RunProcess
+from .process import NotStarted, RunProcess, raise_open_files
 
 E = ErrorCode
 MiB = 1 << 20
@@ -902,15 +902,6 @@ PROBES = {
 
 
 # -- the run -------------------------------------------------------------------------------
-
-def raise_open_files(wanted: int) -> None:
-    """Lift this process's soft limit on open files towards `wanted` (as far as the hard
-    limit allows); a coordinator the bench starts inherits it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < wanted:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard),
-                                                    hard))
-
 
 def run(settings: Settings) -> dict:
     if "connection-flood" in settings.probes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import signal
 import subprocess
 import sys
@@ -18,11 +19,11 @@ class RunProcess:
         self.command = [sys.executable, "-m", "coordinator", "run", *args, "--log-format", "json"]
         self.process: subprocess.Popen | None = None
 
-    def start(self, log: Path, timeout: float = 120.0) -> None:
+    def start(self, log: Path, timeout: float = 120.0, preexec_fn=None) -> None:
         """Start it, its output to `log`, and return once it serves (its group-partitions
         loaded)."""
         with open(log, "wb") as out:
-            self.process = subprocess.Popen(self.command, stdout=out, stderr=out)
+            self.process = subprocess.Popen(self.command, stdout=out, stderr=out, preexec_fn=preexec_fn)
         deadline = time.monotonic() + timeout
         while b'"group-partitions loaded"' not in log.read_bytes():
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -38,3 +39,12 @@ class RunProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def raise_open_files(wanted: int) -> None:
+    """Lift this process's soft limit on open files towards `wanted` (as far as the hard
+    limit allows); the processes a bench starts inherit it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard),
+                                                    hard))

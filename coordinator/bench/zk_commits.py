@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import math
+import sys
 import tempfile
 import time
 
@@ -168,6 +169,21 @@ async def _bench(hosts: str, seconds: float, committers: int, rate: float) -> di
     }
 
 
+async def _group_commit_only(hosts: str, seconds: float, committers: int) -> float:
+    zk = ZooKeeperBridge(hosts, session_timeout=30.0)
+    await zk.start()
+    try:
+        return (await _group_commit(zk, int(time.time() * 1000) % 1_000_000 * 10 + 5, seconds, committers))[0]
+    finally:
+        await zk.stop()
+
+
+def group_commit_rate(zookeeper: str, seconds: float, committers: int) -> float:
+    """Requests per second of group commit alone: `bench load`'s reference for commits,
+    run in a process of its own on the coordinator's core."""
+    return trio.run(_group_commit_only, zookeeper, seconds, committers)
+
+
 def run(zookeeper: str | None, seconds: float, committers: int, rate: float) -> dict:
     """Against `zookeeper`, or a fresh local ZooKeeper in a temporary directory."""
     if zookeeper:
@@ -188,3 +204,7 @@ def table(result: dict) -> str:
                 f"{lat['achieved_requests_per_s']:,}/s, p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
                 f"max {lat['max_ms']} ms, {lat['multis']} multi() calls for {lat['requests']:,} requests")
     return "\n".join(rows)
+
+
+if __name__ == "__main__":  # ZOOKEEPER SECONDS COMMITTERS: group commit's requests/s, for bench load
+    print(group_commit_rate(sys.argv[1], float(sys.argv[2]), int(sys.argv[3])))
