@@ -490,3 +490,54 @@ def bench_abuse(as_json: bool, bootstrap: str | None, metrics: str | None, probe
     click.echo(json.dumps(result, indent=2) if as_json else abuse.table(result))
     if result["broke"]:
         raise SystemExit(1)
+
+
+@bench.command("load")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--loads", default="all", show_default=True,
+              help="The standard loads to run, by number (1-8, comma-separated), when no load option is given.")
+@click.option("--groups", type=click.IntRange(1, 100_000), help="Groups of the load (a custom load).")
+@click.option("--members", type=click.IntRange(1, 1_000_000), help="Members in all, spread over the groups.")
+@click.option("--connections", type=click.IntRange(1, 60_000), help="Connections the members are spread over.")
+@click.option("--pipeline", type=click.IntRange(1, 10_000), help="Requests in flight per connection, at most.")
+@click.option("--rate", type=click.FloatRange(0, 10_000_000),
+              help="Heartbeats per second offered in all, each member on its own schedule; 0: as fast as possible.")
+@click.option("--duration", type=click.FloatRange(0.5, 3600), help="Seconds of the measured window.")
+@click.option("--commit-interval", "commit_interval", type=click.IntRange(0, 3_600_000), metavar="MS",
+              help="Each member commits its partitions every MS milliseconds; 0: no commits.")
+@click.option("--requests", type=click.Choice(["heartbeat", "commit"]),
+              help="What the as-fast-as-possible mode (--rate 0) sends.")
+@click.option("--profile", "profile_dir", type=click.Path(file_okay=False), default=None,
+              help="Sample the coordinator with py-spy during each window: NUMBER.raw in this directory, "
+                   "its summary in the results.")
+def bench_load(as_json: bool, loads: str, profile_dir: str | None, **custom) -> None:
+    """The coordinator under load (joins, heartbeats, commits from a generator in its own
+    process), beside a framing-only server or group commit into ZooKeeper in the same run:
+    throughput, p50/p99/p999 latency from each request's scheduled time, errors, the
+    coordinator's CPU and RSS. Exit status 1 if a standard load missed its target."""
+    from .bench.load import suite
+    if any(v is not None for v in custom.values()):
+        given = {k: v for k, v in custom.items() if v is not None}
+        defaults = {"groups": 10, "members": 100, "connections": 100, "pipeline": 1, "rate": 0.0,
+                    "duration": 5.0, "commit_interval": 0, "requests": "heartbeat"}
+        settings = {**defaults, **given}
+        settings["commit_interval"] = settings["commit_interval"] / 1000
+        if settings["members"] < settings["groups"] or settings["connections"] > settings["members"]:
+            raise click.ClickException("--members must be at least --groups, and --connections at most --members")
+        chosen = suite.custom(**settings)
+    else:
+        all_loads = suite.standard()
+        try:
+            numbers = range(1, len(all_loads) + 1) if loads == "all" else [int(n) for n in loads.split(",")]
+            chosen = [(n, all_loads[n - 1]) for n in numbers if n >= 1]
+        except (ValueError, IndexError):
+            raise click.ClickException(f"--loads: numbers from 1 to {len(all_loads)}, comma-separated; "
+                                       f"not {loads!r}") from None
+    logs.configure("console", logging.ERROR)
+    try:
+        results = suite.run(chosen, Path(profile_dir) if profile_dir else None)
+    except (suite.LoadBenchError, ZooKeeperUnavailable) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(results, indent=2) if as_json else suite.table(results))
+    if any(not t["met"] for r in results for t in r["targets"]):
+        raise SystemExit(1)

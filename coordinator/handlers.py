@@ -1,4 +1,10 @@
-"""One function per API key: a decoded request in, a response message out."""
+"""One function per API key: a decoded request in, a response message out.
+
+Most answers are known at once (a heartbeat, a metadata or describe request): those
+handlers are plain functions, called inline by the server as frames arrive. The few that
+wait (a JoinGroup for its generation, a commit for ZooKeeper) are coroutines, each run in
+a task of its own.
+"""
 
 from __future__ import annotations
 
@@ -46,13 +52,16 @@ class Handlers:
     def __init__(self, coordinator: Coordinator, registry: TopicRegistry):
         self.coordinator = coordinator
         self.registry = registry
-        self.table = {
+        self.immediate = {  # api key -> handler answering at once
             API_VERSIONS.key: self.api_versions, METADATA.key: self.metadata,
-            FIND_COORDINATOR.key: self.find_coordinator, JOIN_GROUP.key: self.join_group,
-            SYNC_GROUP.key: self.sync_group, HEARTBEAT.key: self.heartbeat,
-            LEAVE_GROUP.key: self.leave_group, OFFSET_COMMIT.key: self.offset_commit,
-            OFFSET_FETCH.key: self.offset_fetch, LIST_GROUPS.key: self.list_groups,
-            DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups,
+            FIND_COORDINATOR.key: self.find_coordinator, HEARTBEAT.key: self.heartbeat,
+            LEAVE_GROUP.key: self.leave_group, LIST_GROUPS.key: self.list_groups,
+            DESCRIBE_GROUPS.key: self.describe_groups,
+        }
+        self.waiting = {  # api key -> coroutine handler
+            JOIN_GROUP.key: self.join_group, SYNC_GROUP.key: self.sync_group,
+            OFFSET_COMMIT.key: self.offset_commit, OFFSET_FETCH.key: self.offset_fetch,
+            DELETE_GROUPS.key: self.delete_groups,
         }
 
     @staticmethod
@@ -61,15 +70,12 @@ class Handlers:
         lo, hi = SUPPORTED.get(api_key, (0, -1))
         return lo <= api_version <= hi
 
-    async def handle(self, header, request, client_host: str):
-        return await self.table[header.api_key](header, request, client_host)
-
     # -- cluster --------------------------------------------------------------------------
 
-    async def api_versions(self, header, request, client_host):
+    def api_versions(self, header, request, client_host):
         return api_versions_response()
 
-    async def metadata(self, header, request, client_host):
+    def metadata(self, header, request, client_host):
         """Brokers and leaders from Kafka's registry, and every live coordinator instance as one
         more node (ids never a broker's), so a client may bootstrap from any of them; a
         partition whose leader is unknown or not live has none."""
@@ -106,7 +112,7 @@ class Handlers:
             replica_nodes=replicas, isr_nodes=list(state.isr),
             offline_replicas=[r for r in replicas if r not in live])
 
-    async def find_coordinator(self, header, request, client_host):
+    def find_coordinator(self, header, request, client_host):
         """The instance each group is placed on, from any instance (the seeds' ConsumerMetadata)."""
         if header.api_version < 4:
             found = self._coordinator(request.key, request.key_type)
@@ -166,14 +172,14 @@ class Handlers:
         return m.SyncGroupResponse(error_code=reply.error, protocol_type=reply.protocol_type,
                                    protocol_name=reply.protocol_name, assignment=reply.assignment)
 
-    async def heartbeat(self, header, request, client_host):
+    def heartbeat(self, header, request, client_host):
         route = self.coordinator.route(request.group_id, empty_ok=False)
         if not isinstance(route, Owned):
             return m.HeartbeatResponse(error_code=route)
         return m.HeartbeatResponse(error_code=route.groups.heartbeat(
             request.group_id, request.member_id, request.generation_id, request.group_instance_id))
 
-    async def leave_group(self, header, request, client_host):
+    def leave_group(self, header, request, client_host):
         route = self.coordinator.route(request.group_id, empty_ok=False)
         leaving = ([(request.member_id, None)] if header.api_version < 3 else
                    [(x.member_id, x.group_instance_id) for x in request.members])
@@ -272,14 +278,14 @@ class Handlers:
 
     # -- administration -------------------------------------------------------------------
 
-    async def list_groups(self, header, request, client_host):
+    def list_groups(self, header, request, client_host):
         wanted = {s.lower() for s in request.states_filter}
         groups = [m.ListedGroup(group_id=gid, protocol_type=protocol_type, group_state=state)
                   for gid, protocol_type, state, _ in sorted(self.coordinator.all_groups())
                   if not wanted or state.lower() in wanted]
         return m.ListGroupsResponse(error_code=E.NONE, groups=groups)
 
-    async def describe_groups(self, header, request, client_host):
+    def describe_groups(self, header, request, client_host):
         described = []
         for group_id in request.groups:
             route = self.coordinator.route(group_id)

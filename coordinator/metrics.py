@@ -11,16 +11,19 @@ docs/metrics.md describes each metric.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
+from itertools import accumulate
 from typing import Any
 
 import trio
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics,
                                generate_latest)
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.utils import floatToGoString
 
 from protocol import ErrorCode
 from protocol.schema import Array, Struct
@@ -36,12 +39,6 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 _LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 _SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
-REQUESTS = Counter("groupkeeper_requests_total",
-                   "Requests answered, by API and the error code answered (NONE, or the first error).",
-                   ["api", "error"], registry=REGISTRY)
-REQUEST_SECONDS = Histogram("groupkeeper_request_duration_seconds",
-                            "From a request decoded to its response encoded, by API.", ["api"],
-                            buckets=_LATENCY, registry=REGISTRY)
 CONNECTIONS = Gauge("groupkeeper_connections", "Open client connections.", registry=REGISTRY)
 CONNECTIONS_CLOSED = Counter("groupkeeper_connections_closed_total",
                              "Client connections closed by the server for a bad frame or a limit.",
@@ -54,7 +51,6 @@ REBALANCES = Counter("groupkeeper_rebalances_total", "Rebalances completed, by w
 REBALANCE_SECONDS = Histogram(
     "groupkeeper_rebalance_duration_seconds", "From the start of a rebalance to its generation being formed.",
     buckets=_SECONDS, registry=REGISTRY)
-HEARTBEATS = Counter("groupkeeper_heartbeats_total", "Heartbeats answered (any error code).", registry=REGISTRY)
 SESSION_EXPIRATIONS = Counter("groupkeeper_session_expirations_total",
                               "Members removed because their session timed out.", registry=REGISTRY)
 MEMBERS_REMOVED = Counter("groupkeeper_members_removed_total",
@@ -111,27 +107,61 @@ ASSIGNOR_FAILURES = Counter(
     "(the group's leader assigned instead), by strategy.", ["strategy"], registry=REGISTRY)
 
 
-def observe_request(api: str, response, seconds: float) -> None:
-    """Count a handled request under the error code its response carries (the top-level one,
-    else the first of its groups, topics or partitions that is not NONE) and time it."""
-    finder = _FINDERS.get(type(response))
-    if finder is None:
-        finder = _FINDERS[type(response)] = _error_finder(response.STRUCT) or (lambda _: 0)
-    code = finder(response)
-    counter = _COUNTERS.get((api, code))
-    if counter is None:
-        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
-        counter = _COUNTERS[(api, code)] = REQUESTS.labels(api, name)
-    counter.inc()
-    timer = _TIMERS.get(api)
-    if timer is None:
-        timer = _TIMERS[api] = REQUEST_SECONDS.labels(api)
-    timer.observe(seconds)
+class RequestCollector:
+    """Requests answered, by API and error code, and their durations: counted in plain
+    integers on the request path (the one thread that answers requests also serves the
+    scrapes, so no lock is needed) and turned into Prometheus families per scrape. A
+    prometheus-client metric takes a lock per update, which cost a heartbeat more than
+    its own handling."""
+
+    def __init__(self):
+        self.answered: dict[tuple[str, int], int] = {}  # (api, error code) -> requests
+        self.buckets: dict[str, list[int]] = {}  # api -> count per latency bucket (the last: over all bounds)
+        self.seconds: dict[str, float] = {}  # api -> sum of durations
+        self._finders: dict[type, Callable[[Any], int]] = {}
+
+    def observe(self, api: str, response, seconds: float) -> None:
+        """Count a handled request under the error code its response carries (the top-level
+        one, else the first of its groups, topics or partitions that is not NONE) and time it."""
+        finder = self._finders.get(type(response))
+        if finder is None:
+            finder = self._finders[type(response)] = _error_finder(response.STRUCT) or (lambda _: 0)
+        key = (api, finder(response))
+        answered = self.answered
+        answered[key] = answered.get(key, 0) + 1
+        buckets = self.buckets.get(api)
+        if buckets is None:
+            buckets = self.buckets[api] = [0] * (len(_LATENCY) + 1)
+            self.seconds[api] = 0.0
+        buckets[bisect_left(_LATENCY, seconds)] += 1
+        self.seconds[api] += seconds
+
+    def collect(self):
+        requests = CounterMetricFamily(
+            "groupkeeper_requests", "Requests answered, by API and the error code answered (NONE, or the first error).",
+            labels=["api", "error"])
+        heartbeats = 0
+        for (api, code), n in sorted(self.answered.items()):
+            requests.add_metric([api, ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)], n)
+            if api == "Heartbeat":
+                heartbeats += n
+        yield requests
+        yield CounterMetricFamily("groupkeeper_heartbeats", "Heartbeats answered (any error code).", value=heartbeats)
+        durations = HistogramMetricFamily("groupkeeper_request_duration_seconds",
+                                          "From a request decoded to its response encoded, by API.", labels=["api"])
+        for api, counts in sorted(self.buckets.items()):
+            cumulative = list(accumulate(counts))
+            durations.add_metric([api], [(floatToGoString(bound), n) for bound, n in zip(_LATENCY, cumulative)]
+                                 + [("+Inf", cumulative[-1])], self.seconds[api])
+        yield durations
+
+    def describe(self):
+        return []
 
 
-_FINDERS: dict[type, Callable[[Any], int]] = {}
-_COUNTERS: dict[tuple[str, int], Counter] = {}
-_TIMERS: dict[str, Histogram] = {}
+REQUEST_STATS = RequestCollector()
+REGISTRY.register(REQUEST_STATS)
+observe_request = REQUEST_STATS.observe
 
 
 def _error_finder(struct: Struct) -> Callable[[Any], int] | None:

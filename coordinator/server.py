@@ -2,7 +2,9 @@
 
 Requests on a connection are handled concurrently (clients pipeline them) and answered in
 the order they came: a reply waits for the replies before it, and every reply ready at
-once goes out in one write. A JoinGroup that waits for its generation holds back only the
+once goes out in one write. Requests answered at once (heartbeats, metadata) are handled
+inline as their frames arrive; only those that wait (JoinGroup, SyncGroup, commits) get a
+task of their own. A JoinGroup that waits for its generation holds back only the
 replies behind it on its own connection. A frame that cannot be decoded, a size over the
 limit, or an unknown API closes that connection only, with the reason logged.
 """
@@ -10,13 +12,23 @@ limit, or an unknown API closes that connection only, with the reason logged.
 from __future__ import annotations
 
 import errno
+import math
+import socket
+import time
 from collections import Counter, deque
 from dataclasses import dataclass
 
 import trio
 
-from protocol import (ErrorCode, FrameReader, ProtocolError, RequestHeader, UnsupportedVersion,
-                      decode_request, encode_response)
+from protocol import (
+    ErrorCode,
+    FrameReader,
+    ProtocolError,
+    RequestHeader,
+    UnsupportedVersion,
+    decode_request,
+    encode_response,
+)
 from protocol.schemas import API_VERSIONS, APIS
 
 from . import logs, metrics
@@ -35,6 +47,7 @@ class Limits:
     max_in_flight: int = 100  # requests of one connection being handled at once
 
 
+READ_SIZE = 65536  # bytes asked of the kernel per read
 ACCEPT_BACKOFF = (0.01, 1.0)  # seconds: first and longest pause after accept() failed for want of resources
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
@@ -49,6 +62,7 @@ class Server:
         self._accepting_scope: trio.CancelScope | None = None
         self._connections_scope: trio.CancelScope | None = None
         self.stopped = trio.Event()
+        self._watched: set[_Watch] = set()  # the connections open now, for the reaper
 
     async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Accept on `listeners` until `shutdown()`; then let open connections finish within
@@ -59,6 +73,7 @@ class Server:
                 self._accepting_scope = accepting.cancel_scope
                 for listener in listeners:
                     accepting.start_soon(self._accept, listener, connections)
+                accepting.start_soon(self._reap)
                 task_status.started()
             for listener in listeners:
                 await listener.aclose()
@@ -90,6 +105,17 @@ class Server:
                 pause = 0.0
             connections.start_soon(self._connection, stream)
 
+    async def _reap(self) -> None:
+        """Close the connections idle too long, or whose request trickles in too slowly: one
+        look at every connection a few times per timeout."""
+        period = min(1.0, max(0.01, min(self.limits.idle_timeout, self.limits.request_read_timeout) / 8))
+        while True:
+            await trio.sleep(period)
+            now = trio.current_time()
+            for watch in self._watched:
+                if watch.until <= now:
+                    watch.scope.cancel()
+
     async def _connection(self, stream: trio.SocketStream) -> None:
         peer = stream.socket.getpeername()
         log = self.log.bind(peer=f"{peer[0]}:{peer[1]}")
@@ -101,13 +127,16 @@ class Server:
             metrics.CONNECTIONS_CLOSED.labels(refused).inc()
             await stream.aclose()
             return
+        # the plain socket from here on: reads and writes are tried at once and wait only
+        # when the kernel says so (trio's streams take a scheduling round for each)
+        sock = socket.socket(fileno=stream.socket.detach())
         self.connections += 1
         self.by_address[peer[0]] += 1
         metrics.CONNECTIONS.inc()
         reason = "peer went away"
         try:
-            reason = await self._converse(stream, peer[0])
-        except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionResetError):
+            reason = await self._converse(sock, peer[0])
+        except* (trio.BrokenResourceError, ConnectionError):
             pass
         except* _HandlerFailed as failed:
             reason = "request handler failed"
@@ -119,91 +148,116 @@ class Server:
             if not self.by_address[peer[0]]:
                 del self.by_address[peer[0]]  # one entry per address connected now, not ever
             metrics.CONNECTIONS.dec()
-            await stream.aclose()
+            trio.lowlevel.notify_closing(sock)
+            sock.close()
         if reason not in _PEER_CLOSED:
             metrics.CONNECTIONS_CLOSED.labels(reason.split(":")[0]).inc()
         log.info("connection closed", reason=reason)
 
-    async def _converse(self, stream: trio.SocketStream, client_host: str) -> str:
+    async def _converse(self, sock: socket.socket, client_host: str) -> str:
         reader = FrameReader(self.limits.max_request_bytes)
-        replies: deque[_Reply] = deque()
-        queue = _ReplyQueue(self.limits.max_queued_reply_bytes)
+        wire = _Wire(sock, self.limits.max_queued_reply_bytes)
         in_flight = trio.Semaphore(self.limits.max_in_flight)
-        started: float | None = None  # when the first byte of the request now arriving came
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write, stream, replies, queue)
-            while True:
-                deadline = trio.current_time() + self.limits.idle_timeout
-                if started is not None:  # a request must arrive whole in time, however slowly it trickles
-                    deadline = min(deadline, started + self.limits.request_read_timeout)
-                with trio.move_on_at(deadline) as waited:
-                    data = await stream.receive_some(65536)
-                if waited.cancelled_caught:
-                    nursery.cancel_scope.cancel()
-                    return "idle timeout" if started is None else "request read timeout"
-                if not data:
-                    nursery.cancel_scope.cancel()
-                    return "closed by peer"
-                reader.feed(data)
-                try:
-                    frames = reader.frames()
-                except ProtocolError as exc:
-                    nursery.cancel_scope.cancel()
-                    return f"bad frame: {exc}"
-                if not reader.buffered:
-                    started = None
-                elif frames or started is None:
-                    started = trio.current_time()
-                for frame in frames:
-                    try:
-                        header, request = decode_request(frame)
-                    except UnsupportedVersion as exc:
-                        header, request = exc.header, None
-                    except ProtocolError as exc:
-                        nursery.cancel_scope.cancel()
-                        return f"undecodable request: {exc}"
-                    reply = _Reply(header)
-                    if request is None or not self.handlers.supports(header.api_key, header.api_version):
-                        if header.api_key != API_VERSIONS.key:  # Kafka closes; only ApiVersions answers
-                            nursery.cancel_scope.cancel()
-                            return f"unsupported request: API {header.api_key} v{header.api_version}"
-                        reply.header = RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
-                                                     header.client_id)
-                        replies.append(reply)
-                        queue.ready(reply, encode_response(reply.header, api_versions_response(
-                            ErrorCode.UNSUPPORTED_VERSION)))
-                        continue
-                    replies.append(reply)
-                    # a client that does not read its answers gets no more of them computed (and,
-                    # once the frames already read are done, is not read either)
-                    await queue.below_limit()
-                    await in_flight.acquire()
-                    nursery.start_soon(self._handle, reply, request, client_host, queue, in_flight)
+            nursery.start_soon(wire.drain)
+            watch = _Watch(nursery.cancel_scope)
+            self._watched.add(watch)
+            try:
+                reason = await self._read(sock, reader, wire, in_flight, nursery, watch, client_host)
+            finally:
+                self._watched.discard(watch)
+            nursery.cancel_scope.cancel()
+            return reason
+        return "request read timeout" if watch.reading else "idle timeout"  # the reaper cancelled it
 
-    async def _handle(self, reply: _Reply, request, client_host: str, queue: _ReplyQueue, in_flight) -> None:
-        started = trio.current_time()
+    async def _read(self, sock: socket.socket, reader: FrameReader, wire: _Wire, in_flight: trio.Semaphore,
+                    nursery: trio.Nursery, watch: _Watch, client_host: str) -> str:
+        """Read and answer requests until the connection ends; the reason it ended."""
+        started: float | None = None  # when the first byte of the request now arriving came
+        drained = True  # the last read left nothing behind: wait before reading again
+        while True:
+            if drained:
+                # no cancel scope per wait: the reaper cancels connections past `watch.until`
+                # (a scope per wait outlived the young generations and swelled full collections)
+                watch.reading = started is not None
+                watch.until = (trio.current_time() + self.limits.idle_timeout if started is None else
+                               min(trio.current_time() + self.limits.idle_timeout,
+                                   started + self.limits.request_read_timeout))
+                await trio.lowlevel.wait_readable(sock)
+                watch.until = math.inf
+            else:
+                await trio.lowlevel.checkpoint()  # a client that never pauses must not starve the others
+            try:
+                data = sock.recv(READ_SIZE)
+            except BlockingIOError:
+                drained = True
+                continue
+            drained = len(data) < READ_SIZE
+            if not data:
+                return "closed by peer"
+            reader.feed(data)
+            try:
+                frames = reader.frames()
+            except ProtocolError as exc:
+                return f"bad frame: {exc}"
+            if not reader.buffered:
+                started = None
+            elif frames or started is None:
+                started = trio.current_time()
+            for frame in frames:
+                try:
+                    header, request = decode_request(frame)
+                except UnsupportedVersion as exc:
+                    header, request = exc.header, None
+                except ProtocolError as exc:
+                    return f"undecodable request: {exc}"
+                reply = _Reply(header)
+                if request is None or not self.handlers.supports(header.api_key, header.api_version):
+                    if header.api_key != API_VERSIONS.key:  # Kafka closes; only ApiVersions answers
+                        return f"unsupported request: API {header.api_key} v{header.api_version}"
+                    reply.header = RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
+                                                 header.client_id)
+                    wire.replies.append(reply)
+                    wire.ready(reply, encode_response(reply.header, api_versions_response(
+                        ErrorCode.UNSUPPORTED_VERSION)))
+                    continue
+                wire.replies.append(reply)
+                # a client that does not read its answers gets no more of them computed (and,
+                # once the frames already read are done, is not read either)
+                if wire.bytes > wire.limit:
+                    wire.flush()
+                    await wire.below_limit()
+                handler = self.handlers.immediate.get(header.api_key)
+                if handler is not None:  # answered at once, inline: no task, no wait
+                    wire.ready(reply, self._answer(handler, header, request, client_host))
+                    continue
+                await in_flight.acquire()
+                nursery.start_soon(self._handle, reply, request, client_host, wire, in_flight)
+            wire.flush()  # every answer of this read that is ready, in one send
+
+    @staticmethod
+    def _answer(handler, header: RequestHeader, request, client_host: str) -> bytes:
+        started = time.perf_counter()
         try:
-            body = await self.handlers.handle(reply.header, request, client_host)
+            body = handler(header, request, client_host)
+            frame = encode_response(header, body)
+            metrics.observe_request(_API_NAMES[header.api_key], body, time.perf_counter() - started)
+        except Exception as exc:  # a bug: close this connection, keep serving the others
+            raise _HandlerFailed(header.api_key) from exc
+        return frame
+
+    async def _handle(self, reply: _Reply, request, client_host: str, wire: _Wire, in_flight) -> None:
+        started = time.perf_counter()
+        try:
+            body = await self.handlers.waiting[reply.header.api_key](reply.header, request, client_host)
             frame = encode_response(reply.header, body)
-            metrics.observe_request(_API_NAMES[reply.header.api_key], body, trio.current_time() - started)
+            metrics.observe_request(_API_NAMES[reply.header.api_key], body, time.perf_counter() - started)
         except Exception as exc:  # a bug: close this connection, keep serving the others
             raise _HandlerFailed(reply.header.api_key) from exc
         finally:
             in_flight.release()
-        queue.ready(reply, frame)
-
-    async def _write(self, stream: trio.SocketStream, replies: deque, queue: _ReplyQueue) -> None:
-        """Send every reply that is ready, in order; then wait for the next one."""
-        while True:
-            out = []
-            while replies and replies[0].frame is not None:
-                out.append(replies.popleft().frame)
-            if out:
-                data = b"".join(out)
-                await stream.send_all(data)
-                queue.sent(len(data))
-            else:
-                await queue.wait_ready()
+        wire.ready(reply, frame)
+        wire.flush()
 
 
 _PEER_CLOSED = ("closed by peer", "peer went away")
@@ -216,35 +270,85 @@ class _HandlerFailed(Exception):
         self.api_key = api_key
 
 
+class _Watch:
+    """When a connection's wait for its next bytes runs out (inf: not waiting), and whether
+    a request is part-read then; its scope is what the reaper cancels."""
+    __slots__ = ("scope", "until", "reading")
+
+    def __init__(self, scope: trio.CancelScope):
+        self.scope = scope
+        self.until = math.inf
+        self.reading = False
+
+
 class _Reply:
-    __slots__ = ("header", "frame")
+    __slots__ = ("frame", "header")
 
     def __init__(self, header: RequestHeader):
         self.header = header
         self.frame: bytes | None = None
 
 
-class _ReplyQueue:
-    """The bytes of one connection's answers not yet sent, and the events around them: a
-    reply became ready (the writer wakes), the total fell back under the limit (the reader
-    goes on)."""
+class _Wire:
+    """One connection's answers on their way out. Answers are sent in the order of their
+    requests, as soon as every answer before them is ready: at once, by whoever made them
+    ready, with a send that does not block; what the kernel does not take, the `drain` task
+    sends as the socket becomes writable. `bytes` counts answers made but not yet sent;
+    above `limit` the reader stops (`below_limit`)."""
 
-    def __init__(self, limit: int):
+    def __init__(self, sock: socket.socket, limit: int):
+        self.sock = sock
         self.limit = limit
+        self.replies: deque[_Reply] = deque()
+        self.out = bytearray()  # bytes the kernel has not taken yet; `drain` owns them
         self.bytes = 0
-        self._ready = trio.Event()
+        self._blocked = trio.Event()  # set: `out` has bytes for `drain` to send
         self._drained = trio.Event()
 
     def ready(self, reply: _Reply, frame: bytes) -> None:
         reply.frame = frame
         self.bytes += len(frame)
-        self._ready.set()
 
-    async def wait_ready(self) -> None:
-        await self._ready.wait()
-        self._ready = trio.Event()
+    def flush(self) -> None:
+        """Send every answer ready at the head of the line, without blocking."""
+        replies = self.replies
+        if not replies or replies[0].frame is None:
+            return
+        out = []
+        while replies and replies[0].frame is not None:
+            out.append(replies.popleft().frame)
+        data = b"".join(out)
+        if self.out:  # `drain` is waiting for the socket: these go after its bytes
+            self.out += data
+            return
+        try:
+            sent = self.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:  # the peer is gone: `drain` raises it, ending the connection
+            sent = 0
+        self._sent(sent)
+        if sent < len(data):
+            self.out += data[sent:]
+            self._blocked.set()
 
-    def sent(self, size: int) -> None:
+    async def drain(self) -> None:
+        while True:
+            await self._blocked.wait()
+            while self.out:
+                await trio.lowlevel.wait_writable(self.sock)
+                try:
+                    sent = self.sock.send(self.out)
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    raise trio.BrokenResourceError(str(exc)) from exc
+                del self.out[:sent]
+                self._sent(sent)
+            self._blocked = trio.Event()
+            self.flush()  # answers made ready while the socket was full
+
+    def _sent(self, size: int) -> None:
         self.bytes -= size
         if self.bytes <= self.limit:
             self._drained.set()

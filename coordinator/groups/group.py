@@ -10,6 +10,7 @@ assignment, persist a generation, log and count). The runtime sleeps until
 from __future__ import annotations
 
 import heapq
+import math
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -647,14 +648,16 @@ class Group:
     def next_deadline(self, now: float) -> float | None:
         """When `tick` next has something to do (every deadline up to `now` is handled). It
         may come early (an entry for a deadline since moved on); never late."""
-        deadlines = [heap[0][0] for heap in (self._timers, self._pending_timers) if heap]
+        first = self._timers[0][0] if self._timers else math.inf  # on every heartbeat: no lists
+        if self._pending_timers and self._pending_timers[0][0] < first:
+            first = self._pending_timers[0][0]
         if self.state == GroupState.PREPARING_REBALANCE:
-            deadlines.append(self._rebalance_deadline)
+            first = min(first, self._rebalance_deadline)
             if self._initial_deadline > now:
-                deadlines.append(self._initial_deadline)
-        if self.state == GroupState.COMPLETING_REBALANCE and self.leader_assigns:
-            deadlines.append(self._sync_deadline)
-        return min(deadlines, default=None)
+                first = min(first, self._initial_deadline)
+        elif self.state == GroupState.COMPLETING_REBALANCE and self.leader_assigns:
+            first = min(first, self._sync_deadline)
+        return None if first == math.inf else first
 
     def tick(self, now: float) -> None:
         while self._pending_timers and self._pending_timers[0][0] <= now:

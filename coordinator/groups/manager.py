@@ -56,7 +56,8 @@ class GroupSet:
         self._previous: dict[str, tuple[dict[tuple[str, int], str], int]] = {}
         self._counted: dict[str, dict[str, int]] = {}  # partition counts the last server-side assignment used
         self._waiters: dict[tuple[str, str, str], list[_Waiter]] = {}  # (group, kind, member)
-        self._timers: list[tuple[float, str]] = []
+        self._timers: list[tuple[float, str]] = []  # (deadline, group): a heap, stale entries skipped
+        self._armed: dict[str, float] = {}  # group -> the deadline its live heap entry is for
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.log = logs.get("groupkeeper.groups")
@@ -85,7 +86,10 @@ class GroupSet:
                 now = trio.current_time()
                 due = set()
                 while self._timers and self._timers[0][0] <= now:
-                    due.add(heapq.heappop(self._timers)[1])
+                    deadline, group_id = heapq.heappop(self._timers)
+                    if self._armed.get(group_id) == deadline:
+                        del self._armed[group_id]
+                        due.add(group_id)
                 for group_id in due:
                     group = self.groups.get(group_id)
                     if group is not None:
@@ -93,10 +97,14 @@ class GroupSet:
                         self._settle(group)
 
     def _schedule(self, group_id: str) -> None:
+        """Wake for the group's next deadline. A heartbeat moves a deadline later, which
+        needs no new entry: the group ticks at the old one and is scheduled again then."""
         group = self.groups.get(group_id)
         deadline = group.next_deadline(trio.current_time()) if group is not None else None
-        if deadline is None:
+        armed = self._armed.get(group_id)
+        if deadline is None or (armed is not None and armed <= deadline):
             return
+        self._armed[group_id] = deadline
         if not self._timers or deadline < self._timers[0][0]:
             self._wake.set()
         heapq.heappush(self._timers, (deadline, group_id))
@@ -148,6 +156,7 @@ class GroupSet:
                                  client_id=effect.client_id, host=effect.client_host)
         if group.state == GroupState.DEAD:
             self.groups.pop(group.group_id, None)
+            self._armed.pop(group.group_id, None)
             self._previous.pop(group.group_id, None)
             self._counted.pop(group.group_id, None)
         else:
@@ -261,7 +270,6 @@ class GroupSet:
         return reply
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
-        metrics.HEARTBEATS.inc()
         group = self.group(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID

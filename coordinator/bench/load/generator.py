@@ -28,6 +28,7 @@ import resource
 import select
 import socket
 import struct
+import subprocess
 import sys
 import time
 from collections import Counter, deque
@@ -37,21 +38,14 @@ from pathlib import Path
 from protocol import RequestHeader, decode_response, encode_request, error_name
 from protocol.consumer import decode_assignment, encode_subscription
 from protocol.messages import ConsumerProtocolSubscription, build
-from protocol.schemas import (
-    HEARTBEAT,
-    JOIN_GROUP,
-    OFFSET_COMMIT,
-    OFFSET_FETCH,
-    SYNC_GROUP,
-)
+from protocol.schemas import HEARTBEAT, JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP
+
+from . import profile
 
 VERSIONS = {HEARTBEAT.key: 4, JOIN_GROUP.key: 9, SYNC_GROUP.key: 5, OFFSET_COMMIT.key: 8, OFFSET_FETCH.key: 8}
-API_NAMES = {HEARTBEAT.key: "heartbeat", JOIN_GROUP.key: "join_group", SYNC_GROUP.key: "sync_group",
-             OFFSET_COMMIT.key: "offset_commit", OFFSET_FETCH.key: "offset_fetch"}
 CLIENT_ID = "groupkeeper-bench"
 ADDRESSES_PER_SOURCE = 20_000  # connections from one loopback source address (ephemeral ports)
 _I32 = struct.Struct(">i")
-_CORRELATION = struct.Struct(">i")
 _HEARTBEAT_ANSWER = 16  # bytes of a Heartbeat v4 answer, size prefix included, whatever its error
 
 
@@ -77,6 +71,7 @@ class Plan:
     session_timeout_ms: int = 45_000
     rebalance_timeout_ms: int = 60_000
     server_pid: int = 0  # whose CPU and RSS to read from /proc during the window
+    profile: str = ""  # where py-spy's samples of the server during the window go; "": not sampled
 
 
 @dataclass
@@ -174,6 +169,7 @@ class Generator:
         self.measuring = False
         self.sending = True
         self.server = ServerReading(plan.server_pid)
+        self.profiler: subprocess.Popen | None = None
 
     # -- connections --------------------------------------------------------------------
 
@@ -341,7 +337,7 @@ class Generator:
             frames, expected = [], []
             for member in conn.members:
                 frame = bytearray(member.heartbeat)
-                _CORRELATION.pack_into(frame, 8, member.index)
+                _I32.pack_into(frame, 8, member.index)
                 frames.append(bytes(frame))
                 expected.append(_I32.pack(12) + _I32.pack(member.index) + b"\x00" + bytes(4) + bytes(2) + b"\x00")
             repeat = depth // len(frames) + 2
@@ -531,6 +527,8 @@ class Generator:
         elif not self.measuring and now >= start and self.sending:
             self.measuring = True
             self.server.open()
+            if self.plan.profile and self.plan.server_pid:
+                self.profiler = profile.start(self.plan.server_pid, self.plan.duration, Path(self.plan.profile))
 
     # -- afterwards ---------------------------------------------------------------------
 
@@ -642,6 +640,9 @@ def run(plan: Plan) -> dict:
     result["server"] = gen.server.reading()
     result["generator_cpu"] = round((used.ru_utime + used.ru_stime - mine.ru_utime - mine.ru_stime)
                                     / (time.perf_counter() - start + plan.warmup), 3)
+    if gen.profiler is not None:
+        gen.profiler.wait(60)
+        result["profile"] = profile.summary(Path(plan.profile)) if Path(plan.profile).exists() else None
     if plan.verify and plan.join:
         result["verify"] = gen.verify(time.perf_counter() + 60)
     if plan.rejoin and plan.join:

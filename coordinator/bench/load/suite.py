@@ -101,12 +101,12 @@ def standard() -> list[Load]:
 
 
 def custom(groups: int, members: int, connections: int, pipeline: int, rate: float, duration: float,
-           commit_interval: float, requests: str) -> list[Load]:
+           commit_interval: float, requests: str) -> list[tuple[int, Load]]:
     plan = _plan(groups=groups, members=members, connections=connections, pipeline=pipeline, rate=rate,
                  duration=duration, commit_interval=commit_interval, requests=requests)
     reference = "framing" if requests == "heartbeat" and (rate or not commit_interval) else (
         "group commit" if requests == "commit" and not rate else None)
-    return [Load("custom", plan, reference)]
+    return [(0, Load("custom", plan, reference))]
 
 
 def _generate(plan: Plan) -> dict:
@@ -154,7 +154,7 @@ class _Zookeeper:
         self.server.stop()
 
 
-def _ours(load: Load, work: Path) -> dict:
+def _ours(load: Load, work: Path, profile: Path | None) -> dict:
     plan = load.plan
     partitions = min(10_000, plan.partitions_per_member * -(-plan.members // plan.groups))
     with _Zookeeper(work, partitions) as zookeeper:
@@ -165,7 +165,8 @@ def _ours(load: Load, work: Path) -> dict:
                           "--metrics-listen", "", "--data-dir", str(work / "data")])
         try:
             run.start(work / "groupkeeper.log", preexec_fn=_pin(SERVER_CPUS))
-            return _generate(replace(plan, port=port, server_pid=run.process.pid))
+            return _generate(replace(plan, port=port, server_pid=run.process.pid,
+                                     profile=str(profile) if profile else ""))
         except NotStarted as exc:
             raise LoadBenchError(f"the coordinator did not start: {str(exc)[:300]}") from None
         finally:
@@ -180,7 +181,7 @@ def _framing(load: Load) -> dict:
             if server.stdout.readline().strip() != "ready":
                 raise LoadBenchError("the reference server did not start")
             return _generate(replace(load.plan, port=port, server_pid=server.pid, join=False, verify=False,
-                                     rejoin=False))
+                                     rejoin=False, commit_interval=0.0))  # it answers heartbeats only
         finally:
             server.terminate()
 
@@ -202,10 +203,12 @@ def _headline(load: Load, result: dict) -> tuple[str, float | None]:
     return api, result.get("apis", {}).get(api, {}).get("per_second")
 
 
-def run_load(load: Load) -> dict:
+def run_load(load: Load, profile: Path | None = None) -> dict:
+    """One load against ours, then its reference; `profile`: where py-spy's samples of the
+    coordinator go."""
     with tempfile.TemporaryDirectory(prefix="groupkeeper-load-") as tmp:
         work = Path(tmp)
-        ours = _ours(load, work / "ours")
+        ours = _ours(load, work / "ours", profile)
         ref = None
         if load.reference == "framing":
             ref = _framing(load)
@@ -225,9 +228,12 @@ def run_load(load: Load) -> dict:
     return out
 
 
-def run(loads: list[Load]) -> list[dict]:
+def run(loads: list[tuple[int, Load]], profile_dir: Path | None = None) -> list[dict]:
+    """The loads, by number; with `profile_dir`, py-spy's samples of each in `<number>.raw`."""
     raise_open_files(65_536)
-    return [run_load(load) for load in loads]
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+    return [run_load(load, profile_dir / f"{n}.raw" if profile_dir else None) for n, load in loads]
 
 
 def table(results: list[dict]) -> str:

@@ -1,0 +1,54 @@
+"""Where the coordinator spends its time under a load: py-spy samples its process during
+the measured window; the samples are summed per function (its own time, and with what it
+calls)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+RATE = 100  # samples per second
+
+
+def py_spy() -> str | None:
+    found = Path(sys.executable).with_name("py-spy")
+    return str(found) if found.exists() else shutil.which("py-spy")
+
+
+def start(pid: int, seconds: float, raw: Path) -> subprocess.Popen | None:
+    """Sample `pid` for `seconds` into `raw` (collapsed stacks); None without py-spy."""
+    command = py_spy()
+    if command is None:
+        return None
+    return subprocess.Popen([command, "record", "--pid", str(pid), "--gil", "--duration", str(max(1, round(seconds))),
+                             "--rate", str(RATE), "--format", "raw", "--output", str(raw)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def summary(raw: Path, top: int = 25) -> dict:
+    """The functions with the most samples: on top of the stack (own time) and anywhere on
+    it (inclusive), each as a share of all samples."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        names = [_name(frame) for frame in stack.split(";")]
+        own[names[-1]] += n
+        for name in set(names):
+            inclusive[name] += n
+    share = (lambda c: [[name, round(n / total, 3)] for name, n in c.most_common(top)]) if total else (lambda c: [])
+    return {"samples": total, "own": share(own), "inclusive": share(inclusive)}
+
+
+def _name(frame: str) -> str:
+    """`function (path/file.py:line)` -> `function file.py:line`."""
+    function, _, where = frame.strip().partition(" (")
+    return f"{function} {where.rstrip(')').rsplit('/', 1)[-1]}" if where else function
