@@ -1,25 +1,38 @@
 """One function per API key: a decoded request in, a response message out.
 
-Most answers are known at once (a heartbeat, a metadata or describe request): those
-handlers are plain functions, called inline by the server as frames arrive. The few that
-wait (a JoinGroup for its generation, a commit for ZooKeeper) are coroutines, each run in
-a task of its own.
+Every handler is called inline by the server, in the order the connection's requests
+came, and returns the response, or a coroutine that will produce it (a JoinGroup waits for
+its generation, a commit for ZooKeeper); the server runs that in a task of its own. What a
+handler does before returning happens in request order: a commit is queued for its write
+then, so pipelined commits land in the order they were sent.
 """
 
 from __future__ import annotations
 
 import time
 
-from protocol import ErrorCode, messages as m
-from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
-                              HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, METADATA,
-                              OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP)
+from protocol import ErrorCode
+from protocol import messages as m
+from protocol.schemas import (
+    API_VERSIONS,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+)
 
 from . import metrics
-from .errors import store_error_code
-from .groups.state import GroupState
 from .cluster.membership import Instance
 from .cluster.ownership import Coordinator, Owned
+from .errors import store_error_code
+from .groups.state import GroupState
 from .store.fence import NotOwner, StoreError, StoreUnavailable
 from .store.registry import TopicRegistry
 
@@ -52,17 +65,16 @@ class Handlers:
     def __init__(self, coordinator: Coordinator, registry: TopicRegistry):
         self.coordinator = coordinator
         self.registry = registry
-        self.immediate = {  # api key -> handler answering at once
+        self.table = {
             API_VERSIONS.key: self.api_versions, METADATA.key: self.metadata,
-            FIND_COORDINATOR.key: self.find_coordinator, HEARTBEAT.key: self.heartbeat,
-            LEAVE_GROUP.key: self.leave_group, LIST_GROUPS.key: self.list_groups,
-            DESCRIBE_GROUPS.key: self.describe_groups,
+            FIND_COORDINATOR.key: self.find_coordinator, JOIN_GROUP.key: self.join_group,
+            SYNC_GROUP.key: self.sync_group, HEARTBEAT.key: self.heartbeat,
+            LEAVE_GROUP.key: self.leave_group, OFFSET_COMMIT.key: self.offset_commit,
+            OFFSET_FETCH.key: self.offset_fetch, LIST_GROUPS.key: self.list_groups,
+            DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups,
         }
-        self.waiting = {  # api key -> coroutine handler
-            JOIN_GROUP.key: self.join_group, SYNC_GROUP.key: self.sync_group,
-            OFFSET_COMMIT.key: self.offset_commit, OFFSET_FETCH.key: self.offset_fetch,
-            DELETE_GROUPS.key: self.delete_groups,
-        }
+        # the APIs whose handlers may answer with a coroutine (they wait for something)
+        self.waits = {JOIN_GROUP.key, SYNC_GROUP.key, OFFSET_COMMIT.key, OFFSET_FETCH.key, DELETE_GROUPS.key}
 
     @staticmethod
     def supports(api_key: int, api_version: int) -> bool:
@@ -194,7 +206,7 @@ class Handlers:
 
     # -- offsets --------------------------------------------------------------------------
 
-    async def offset_commit(self, header, request, client_host):
+    def offset_commit(self, header, request, client_host):
         def answer(error_of):
             return m.OffsetCommitResponse(topics=[m.OffsetCommitResponseTopic(name=t.name, partitions=[
                 m.OffsetCommitResponsePartition(partition_index=p.partition_index,
@@ -219,21 +231,30 @@ class Handlers:
         entries = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch,
                                                  p.committed_metadata, now_ms)
                    for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in refused}
+        if not entries:
+            return answer(lambda topic, p: refused.get((topic, p), E.NONE))
+        try:
+            commit = route.store.submit(request.group_id, entries)
+        except (NotOwner, StoreUnavailable, StoreError) as exc:
+            code = store_error_code(exc)
+            return answer(lambda topic, p: code)
+        return self._committed(route, commit, request, entries, refused, answer)
+
+    async def _committed(self, route: Owned, commit, request, entries, refused, answer):
+        """The second half of a commit: once it is durable (or failed), the answer."""
         started = time.perf_counter()
         try:
-            if entries:
-                await route.store.commit_offsets(request.group_id, entries)
+            await route.store.committed(commit)
         except (NotOwner, StoreUnavailable, StoreError) as exc:
             code = store_error_code(exc)
             return answer(lambda topic, p: code)
         metrics.OFFSET_COMMITS.inc()
         metrics.OFFSET_COMMIT_PARTITIONS.inc(len(entries))
         metrics.OFFSET_COMMIT_SECONDS.observe(time.perf_counter() - started)
-        if entries:
-            self.coordinator.events.emit(
-                "offsets_committed", request.group_id, generation=request.generation_id_or_member_epoch,
-                member=request.member_id or None,
-                offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), (o, *_) in entries.items()])
+        self.coordinator.events.emit(
+            "offsets_committed", request.group_id, generation=request.generation_id_or_member_epoch,
+            member=request.member_id or None,
+            offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), (o, *_) in entries.items()])
         return answer(lambda topic, p: refused.get((topic, p), E.NONE))
 
     async def offset_fetch(self, header, request, client_host):

@@ -2,9 +2,9 @@
 
 Requests on a connection are handled concurrently (clients pipeline them) and answered in
 the order they came: a reply waits for the replies before it, and every reply ready at
-once goes out in one write. Requests answered at once (heartbeats, metadata) are handled
-inline as their frames arrive; only those that wait (JoinGroup, SyncGroup, commits) get a
-task of their own. A JoinGroup that waits for its generation holds back only the
+once goes out in one write. Every request is handled inline as its frame arrives, in order;
+only the part of a request that waits (a JoinGroup for its generation, a commit for
+ZooKeeper) gets a task of its own. A JoinGroup that waits for its generation holds back only the
 replies behind it on its own connection. A frame that cannot be decoded, a size over the
 limit, or an unknown API closes that connection only, with the reason logged.
 """
@@ -17,6 +17,7 @@ import socket
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
+from types import CoroutineType
 
 import trio
 
@@ -62,7 +63,6 @@ class Server:
         self._accepting_scope: trio.CancelScope | None = None
         self._connections_scope: trio.CancelScope | None = None
         self.stopped = trio.Event()
-        self._watched: set[_Watch] = set()  # the connections open now, for the reaper
 
     async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Accept on `listeners` until `shutdown()`; then let open connections finish within
@@ -73,7 +73,6 @@ class Server:
                 self._accepting_scope = accepting.cancel_scope
                 for listener in listeners:
                     accepting.start_soon(self._accept, listener, connections)
-                accepting.start_soon(self._reap)
                 task_status.started()
             for listener in listeners:
                 await listener.aclose()
@@ -104,17 +103,6 @@ class Server:
                 self.log.info("accepting connections again")
                 pause = 0.0
             connections.start_soon(self._connection, stream)
-
-    async def _reap(self) -> None:
-        """Close the connections idle too long, or whose request trickles in too slowly: one
-        look at every connection a few times per timeout."""
-        period = min(1.0, max(0.01, min(self.limits.idle_timeout, self.limits.request_read_timeout) / 8))
-        while True:
-            await trio.sleep(period)
-            now = trio.current_time()
-            for watch in self._watched:
-                if watch.until <= now:
-                    watch.scope.cancel()
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         peer = stream.socket.getpeername()
@@ -160,15 +148,14 @@ class Server:
         in_flight = trio.Semaphore(self.limits.max_in_flight)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(wire.drain)
-            watch = _Watch(nursery.cancel_scope)
-            self._watched.add(watch)
-            try:
+            # one scope for the connection's timeouts, its deadline moved before each wait (a
+            # new scope per wait outlived the young GC generations and swelled full collections)
+            with trio.CancelScope() as timer:
+                watch = _Watch(timer)
                 reason = await self._read(sock, reader, wire, in_flight, nursery, watch, client_host)
-            finally:
-                self._watched.discard(watch)
             nursery.cancel_scope.cancel()
-            return reason
-        return "request read timeout" if watch.reading else "idle timeout"  # the reaper cancelled it
+        return reason if not timer.cancelled_caught else (
+            "request read timeout" if watch.reading else "idle timeout")
 
     async def _read(self, sock: socket.socket, reader: FrameReader, wire: _Wire, in_flight: trio.Semaphore,
                     nursery: trio.Nursery, watch: _Watch, client_host: str) -> str:
@@ -177,14 +164,13 @@ class Server:
         drained = True  # the last read left nothing behind: wait before reading again
         while True:
             if drained:
-                # no cancel scope per wait: the reaper cancels connections past `watch.until`
-                # (a scope per wait outlived the young generations and swelled full collections)
-                watch.reading = started is not None
-                watch.until = (trio.current_time() + self.limits.idle_timeout if started is None else
-                               min(trio.current_time() + self.limits.idle_timeout,
-                                   started + self.limits.request_read_timeout))
+                idle_until = trio.current_time() + self.limits.idle_timeout
+                # a request must arrive whole in time, however slowly it trickles
+                read_until = math.inf if started is None else started + self.limits.request_read_timeout
+                watch.reading = read_until < idle_until  # which of the two a timeout is
+                watch.scope.deadline = min(idle_until, read_until)
                 await trio.lowlevel.wait_readable(sock)
-                watch.until = math.inf
+                watch.scope.deadline = math.inf
             else:
                 await trio.lowlevel.checkpoint()  # a client that never pauses must not starve the others
             try:
@@ -227,37 +213,46 @@ class Server:
                 if wire.bytes > wire.limit:
                     wire.flush()
                     await wire.below_limit()
-                handler = self.handlers.immediate.get(header.api_key)
-                if handler is not None:  # answered at once, inline: no task, no wait
-                    wire.ready(reply, self._answer(handler, header, request, client_host))
+                # the handler runs inline, in request order; one that must wait answers with a
+                # coroutine, run in a task of its own (its slot taken first: no await between
+                # the call and the task, so a started commit is never dropped by a cancellation)
+                waits = header.api_key in self.handlers.waits
+                if waits:
+                    await in_flight.acquire()
+                handling = time.perf_counter()
+                try:
+                    body = self.handlers.table[header.api_key](header, request, client_host)
+                except Exception as exc:  # a bug: close this connection, keep serving the others
+                    raise _HandlerFailed(header.api_key) from exc
+                if type(body) is CoroutineType:
+                    nursery.start_soon(self._finish, reply, body, handling, wire, in_flight)
                     continue
-                await in_flight.acquire()
-                nursery.start_soon(self._handle, reply, request, client_host, wire, in_flight)
+                if waits:
+                    in_flight.release()
+                wire.ready(reply, _encoded(header, body, handling))
             wire.flush()  # every answer of this read that is ready, in one send
 
     @staticmethod
-    def _answer(handler, header: RequestHeader, request, client_host: str) -> bytes:
-        started = time.perf_counter()
+    async def _finish(reply: _Reply, answering, started: float, wire: _Wire, in_flight: trio.Semaphore) -> None:
         try:
-            body = handler(header, request, client_host)
-            frame = encode_response(header, body)
-            metrics.observe_request(_API_NAMES[header.api_key], body, time.perf_counter() - started)
-        except Exception as exc:  # a bug: close this connection, keep serving the others
-            raise _HandlerFailed(header.api_key) from exc
-        return frame
-
-    async def _handle(self, reply: _Reply, request, client_host: str, wire: _Wire, in_flight) -> None:
-        started = time.perf_counter()
-        try:
-            body = await self.handlers.waiting[reply.header.api_key](reply.header, request, client_host)
-            frame = encode_response(reply.header, body)
-            metrics.observe_request(_API_NAMES[reply.header.api_key], body, time.perf_counter() - started)
-        except Exception as exc:  # a bug: close this connection, keep serving the others
-            raise _HandlerFailed(reply.header.api_key) from exc
+            try:
+                body = await answering
+            except Exception as exc:  # a bug: close this connection, keep serving the others
+                raise _HandlerFailed(reply.header.api_key) from exc
         finally:
             in_flight.release()
-        wire.ready(reply, frame)
+        wire.ready(reply, _encoded(reply.header, body, started))
         wire.flush()
+
+
+def _encoded(header: RequestHeader, body, started: float) -> bytes:
+    """The answer's frame, counted and timed (from the request decoded) in the metrics."""
+    try:
+        frame = encode_response(header, body)
+        metrics.observe_request(_API_NAMES[header.api_key], body, time.perf_counter() - started)
+    except Exception as exc:  # a bug: close this connection, keep serving the others
+        raise _HandlerFailed(header.api_key) from exc
+    return frame
 
 
 _PEER_CLOSED = ("closed by peer", "peer went away")
@@ -271,13 +266,12 @@ class _HandlerFailed(Exception):
 
 
 class _Watch:
-    """When a connection's wait for its next bytes runs out (inf: not waiting), and whether
-    a request is part-read then; its scope is what the reaper cancels."""
-    __slots__ = ("scope", "until", "reading")
+    """A connection's timeouts: the scope whose deadline ends its waits for bytes, and
+    whether that deadline is the request read timeout (else the idle timeout)."""
+    __slots__ = ("reading", "scope")
 
     def __init__(self, scope: trio.CancelScope):
         self.scope = scope
-        self.until = math.inf
         self.reading = False
 
 

@@ -306,11 +306,21 @@ class PartitionStore:
     async def commit_offsets(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> None:
         """Durably store `entries` ((topic, partition) -> entry); returns once ZooKeeper has
         confirmed them. Raises NotOwner, StoreUnavailable or StoreError otherwise."""
+        await self.committed(self.submit(group, entries))
+
+    def submit(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> _Commit:
+        """Queue `entries` for the next write, at once: commits are written in the order they
+        were submitted, so a client's pipelined commits land in the order it sent them. Raises
+        NotOwner, StoreUnavailable or StoreError when it cannot be queued."""
         self._check_metadata(group, entries)
         self._begin()
         commit = _Commit(group, entries)
         self._queue.append(commit)
         self._queued.set()
+        return commit
+
+    async def committed(self, commit: _Commit) -> None:
+        """Wait until the submitted `commit` is durable; raises what its write met."""
         try:
             await commit.done.wait()
         finally:

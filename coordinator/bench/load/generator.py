@@ -630,7 +630,7 @@ def run(plan: Plan) -> dict:
     start = time.perf_counter() + plan.warmup
     end = start + plan.duration
     mine = resource.getrusage(resource.RUSAGE_SELF)
-    if plan.rate == 0 and plan.requests == "heartbeat":
+    if plan.rate == 0 and plan.requests == "heartbeat" and not plan.commit_interval:
         gen.pipelined_heartbeats(start, end)
     else:
         gen.scheduled(start, end)

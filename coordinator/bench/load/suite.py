@@ -95,7 +95,7 @@ def standard() -> list[Load]:
              [Target("last JoinGroup to last SyncGroup, s", "<= 0.25", "ours['rejoin_s'] <= 0.25")]),
         Load("100 groups of 10 members starting together",
              _plan(groups=100, members=1000, connections=1000, rate=1000 / 3, duration=3), None,
-             [Target("rebalances per group", "exactly 1", "ours['generations'] == {1: 1000}"),
+             [Target("rebalances per group", "exactly 1", "ours['generations'] == {'1': 1000}"),
               Target("every member still in its generation", "yes", "not ours['verify']['not_in_generation']")]),
     ]
 
@@ -104,8 +104,8 @@ def custom(groups: int, members: int, connections: int, pipeline: int, rate: flo
            commit_interval: float, requests: str) -> list[tuple[int, Load]]:
     plan = _plan(groups=groups, members=members, connections=connections, pipeline=pipeline, rate=rate,
                  duration=duration, commit_interval=commit_interval, requests=requests)
-    reference = "framing" if requests == "heartbeat" and (rate or not commit_interval) else (
-        "group commit" if requests == "commit" and not rate else None)
+    reference = ("framing" if requests == "heartbeat" and (rate or not commit_interval) else
+                 "group commit" if requests == "commit" and not rate else None)
     return [(0, Load("custom", plan, reference))]
 
 
