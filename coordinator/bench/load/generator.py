@@ -47,6 +47,11 @@ CLIENT_ID = "groupkeeper-bench"
 ADDRESSES_PER_SOURCE = 20_000  # connections from one loopback source address (ephemeral ports)
 _I32 = struct.Struct(">i")
 _HEARTBEAT_ANSWER = 16  # bytes of a Heartbeat v4 answer, size prefix included, whatever its error
+# what a client retries while joining (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+# COORDINATOR_LOAD_IN_PROGRESS, REBALANCE_IN_PROGRESS), and what makes it join afresh
+RETRIABLE = {15, 16, 14, 27}
+REJOIN = {25, 22}  # UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION
+RETRY_BACKOFF = 0.1  # seconds
 
 
 @dataclass
@@ -169,6 +174,7 @@ class Generator:
         self.measuring = False
         self.sending = True
         self.server = ServerReading(plan.server_pid)
+        self.join_retries: Counter[str] = Counter()  # retriable errors met while joining, by name
         self.profiler: subprocess.Popen | None = None
 
     # -- connections --------------------------------------------------------------------
@@ -262,6 +268,8 @@ class Generator:
         ids, a full rebalance); returns seconds from the last JoinGroup sent to the last
         SyncGroup answered."""
         pending = set(range(len(self.members)))
+        later: deque = deque()  # (when, member, connection): joins to send again
+        retries: Counter[str] = Counter()
         start = time.perf_counter()
         last = [start, start]
 
@@ -271,6 +279,12 @@ class Generator:
                 if answer.error_code == 79:  # MEMBER_ID_REQUIRED: again, with the id given
                     member.member_id = answer.member_id
                     send_join(member, conn)
+                    return
+                if answer.error_code in RETRIABLE or answer.error_code in REJOIN:  # as a client: again
+                    retries[error_name(answer.error_code)] += 1
+                    if answer.error_code == 25:
+                        member.member_id = ""
+                    later.append((now + RETRY_BACKOFF, member, conn))
                     return
                 if answer.error_code:
                     raise LoadError(f"JoinGroup of {member.group}: {error_name(answer.error_code)}")
@@ -284,6 +298,12 @@ class Generator:
         def synced(member: Member):
             def on_sync(conn, frame, due, now):
                 _, answer = decode_response(SYNC_GROUP.key, VERSIONS[SYNC_GROUP.key], frame)
+                if answer.error_code in RETRIABLE or answer.error_code in REJOIN:
+                    retries[error_name(answer.error_code)] += 1
+                    if answer.error_code == 25:  # UNKNOWN_MEMBER_ID: a new member
+                        member.member_id = ""
+                    later.append((now + RETRY_BACKOFF, member, conn))
+                    return
                 if answer.error_code:
                     raise LoadError(f"SyncGroup of {member.group}: {error_name(answer.error_code)}")
                 _, assignment = decode_assignment(bytes(answer.assignment))
@@ -309,6 +329,11 @@ class Generator:
             if time.perf_counter() > deadline:
                 raise LoadError(f"{len(pending)} of {len(self.members)} members had not joined in time")
             self.poll(0.05)
+            now = time.perf_counter()
+            while later and later[0][0] <= now:
+                _, member, conn = later.popleft()
+                send_join(member, conn)
+        self.join_retries.update(retries)
         return last[1] - last[0]
 
     def pretend_joined(self) -> None:
@@ -624,6 +649,7 @@ def run(plan: Plan) -> dict:
     if plan.join:
         result["join_s"] = round(gen.join_all(time.perf_counter() + 120), 3)
         result["generations"] = dict(Counter(m.generation for m in gen.members))
+        result["join_retries"] = dict(gen.join_retries)
     else:
         gen.pretend_joined()
     gen.encode_heartbeats()
