@@ -63,6 +63,7 @@ class Server:
         self._accepting_scope: trio.CancelScope | None = None
         self._connections_scope: trio.CancelScope | None = None
         self.stopped = trio.Event()
+        self._watched: set[_Watch] = set()  # the connections open now, for the reaper
 
     async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Accept on `listeners` until `shutdown()`; then let open connections finish within
@@ -73,6 +74,7 @@ class Server:
                 self._accepting_scope = accepting.cancel_scope
                 for listener in listeners:
                     accepting.start_soon(self._accept, listener, connections)
+                accepting.start_soon(self._reap)
                 task_status.started()
             for listener in listeners:
                 await listener.aclose()
@@ -103,6 +105,17 @@ class Server:
                 self.log.info("accepting connections again")
                 pause = 0.0
             connections.start_soon(self._connection, stream)
+
+    async def _reap(self) -> None:
+        """Close the connections idle too long, or whose request trickles in too slowly: one
+        look at every connection a few times per timeout."""
+        period = min(1.0, max(0.01, min(self.limits.idle_timeout, self.limits.request_read_timeout) / 8))
+        while True:
+            await trio.sleep(period)
+            now = trio.current_time()
+            for watch in self._watched:
+                if watch.until <= now:
+                    watch.scope.cancel()
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         peer = stream.socket.getpeername()
@@ -148,14 +161,15 @@ class Server:
         in_flight = trio.Semaphore(self.limits.max_in_flight)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(wire.drain)
-            # one scope for the connection's timeouts, its deadline moved before each wait (a
-            # new scope per wait outlived the young GC generations and swelled full collections)
-            with trio.CancelScope() as timer:
-                watch = _Watch(timer)
+            watch = _Watch(nursery.cancel_scope)
+            self._watched.add(watch)
+            try:
                 reason = await self._read(sock, reader, wire, in_flight, nursery, watch, client_host)
+            finally:
+                self._watched.discard(watch)
             nursery.cancel_scope.cancel()
-        return reason if not timer.cancelled_caught else (
-            "request read timeout" if watch.reading else "idle timeout")
+            return reason
+        return "request read timeout" if watch.reading else "idle timeout"  # the reaper cancelled it
 
     async def _read(self, sock: socket.socket, reader: FrameReader, wire: _Wire, in_flight: trio.Semaphore,
                     nursery: trio.Nursery, watch: _Watch, client_host: str) -> str:
@@ -168,9 +182,12 @@ class Server:
                 # a request must arrive whole in time, however slowly it trickles
                 read_until = math.inf if started is None else started + self.limits.request_read_timeout
                 watch.reading = read_until < idle_until  # which of the two a timeout is
-                watch.scope.deadline = min(idle_until, read_until)
+                # no cancel scope per wait: the reaper cancels connections past `watch.until` (a
+                # scope per wait, or a deadline moved per wait, swelled full GC collections at
+                # 10,000 connections: docs/benchmarks.md)
+                watch.until = min(idle_until, read_until)
                 await trio.lowlevel.wait_readable(sock)
-                watch.scope.deadline = math.inf
+                watch.until = math.inf
             else:
                 await trio.lowlevel.checkpoint()  # a client that never pauses must not starve the others
             try:
@@ -266,12 +283,14 @@ class _HandlerFailed(Exception):
 
 
 class _Watch:
-    """A connection's timeouts: the scope whose deadline ends its waits for bytes, and
-    whether that deadline is the request read timeout (else the idle timeout)."""
-    __slots__ = ("reading", "scope")
+    """When a connection's wait for its next bytes runs out (inf: not waiting), and whether
+    that is the request read timeout (else the idle timeout); its scope is what the reaper
+    cancels."""
+    __slots__ = ("reading", "scope", "until")
 
     def __init__(self, scope: trio.CancelScope):
         self.scope = scope
+        self.until = math.inf
         self.reading = False
 
 

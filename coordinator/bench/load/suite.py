@@ -233,12 +233,23 @@ def run(loads: list[tuple[int, Load]], profile_dir: Path | None = None) -> list[
     raise_open_files(65_536)
     if profile_dir is not None:
         profile_dir.mkdir(parents=True, exist_ok=True)
-    return [run_load(load, profile_dir / f"{n}.raw" if profile_dir else None) for n, load in loads]
+    results = []
+    for n, load in loads:
+        try:
+            results.append(run_load(load, profile_dir / f"{n}.raw" if profile_dir else None))
+        except LoadBenchError as exc:  # one load that broke down does not hide the others' figures
+            results.append({"load": load.name, "error": str(exc), "targets": [
+                {"what": t.what, "goal": t.goal, "met": False} for t in load.targets] or [
+                {"what": "ran", "goal": "yes", "met": False}]})
+    return results
 
 
 def table(results: list[dict]) -> str:
     rows = []
     for r in results:
+        if "error" in r:
+            rows += [r["load"], f"  BROKE DOWN: {r['error']}", ""]
+            continue
         ours, ref = r["ours"], r["ref"] or {}
         api = r["api"]
         a = ours["apis"].get(api, {})
