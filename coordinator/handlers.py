@@ -11,22 +11,10 @@ from __future__ import annotations
 
 import time
 
-from protocol import ErrorCode
-from protocol import messages as m
-from protocol.schemas import (
-    API_VERSIONS,
-    DELETE_GROUPS,
-    DESCRIBE_GROUPS,
-    FIND_COORDINATOR,
-    HEARTBEAT,
-    JOIN_GROUP,
-    LEAVE_GROUP,
-    LIST_GROUPS,
-    METADATA,
-    OFFSET_COMMIT,
-    OFFSET_FETCH,
-    SYNC_GROUP,
-)
+from protocol import ErrorCode, messages as m
+from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
+                              HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, METADATA,
+                              OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP)
 
 from . import metrics
 from .cluster.membership import Instance

@@ -2,10 +2,10 @@
 
 Requests on a connection are handled concurrently (clients pipeline them) and answered in
 the order they came: a reply waits for the replies before it, and every reply ready at
-once goes out in one write. Every request is handled inline as its frame arrives, in order;
-only the part of a request that waits (a JoinGroup for its generation, a commit for
-ZooKeeper) gets a task of its own. A JoinGroup that waits for its generation holds back only the
-replies behind it on its own connection. A frame that cannot be decoded, a size over the
+once goes out in one write. Every request is handled inline as its frame arrives, in
+order; only the part of a request that waits (a JoinGroup for its generation, a commit for
+ZooKeeper) gets a task of its own. A JoinGroup that waits for its generation holds back
+only the replies behind it on its own connection. A frame that cannot be decoded, a size over the
 limit, or an unknown API closes that connection only, with the reason logged.
 """
 
@@ -21,15 +21,8 @@ from types import CoroutineType
 
 import trio
 
-from protocol import (
-    ErrorCode,
-    FrameReader,
-    ProtocolError,
-    RequestHeader,
-    UnsupportedVersion,
-    decode_request,
-    encode_response,
-)
+from protocol import (ErrorCode, FrameReader, ProtocolError, RequestHeader, UnsupportedVersion,
+                      decode_request, encode_response)
 from protocol.schemas import API_VERSIONS, APIS
 
 from . import logs, metrics
@@ -336,9 +329,7 @@ class _Wire:
             return
         try:
             sent = self.sock.send(data)
-        except BlockingIOError:
-            sent = 0
-        except OSError:  # the peer is gone: `drain` raises it, ending the connection
+        except OSError:  # full (BlockingIOError), or the peer is gone: `drain` meets it
             sent = 0
         self._sent(sent)
         if sent < len(data):

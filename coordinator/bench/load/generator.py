@@ -64,7 +64,6 @@ class Plan:
     topic: str
     pipeline: int = 1
     rate: float = 0.0  # requests/s offered in all; 0: as fast as possible
-    heartbeat_interval: float = 3.0  # seconds, with rate 0 and commit-only loads unused
     duration: float = 5.0
     warmup: float = 1.0
     commit_interval: float = 0.0  # seconds between a member's commits; 0: none
@@ -89,7 +88,6 @@ class Member:
     heartbeat: bytes = b""  # its Heartbeat frame, correlation id 0
     commits: int = 0  # commits sent: the next commit's offsets
     acked: dict[int, int] = field(default_factory=dict)  # partition -> offset acknowledged
-    joined_at: float = 0.0
 
 
 class Connection:
@@ -229,24 +227,42 @@ class Generator:
         conn.waiting.append((due, on_answer))
         self.send(conn, frame)
 
-    def poll(self, timeout: float) -> None:
-        """Wait up to `timeout` for answers and hand each to its request's `on_answer`."""
+    def poll(self, timeout: float, read=None) -> None:
+        """Wait up to `timeout` for answers and `read` them (by default: hand each to its
+        request's `on_answer`)."""
+        read = read or self._read
         for fd, events in self.epoll.poll(timeout):
             conn = self.connections[fd]
             if events & select.EPOLLOUT:
                 self._flush(conn)
             if events & (select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR):
-                self._read(conn)
+                read(conn)
 
-    def _read(self, conn: Connection) -> None:
+    def _answered(self, busy, what: str, read=None) -> None:
+        """After the window: wait until no connection is `busy`, for 30 s at most."""
+        deadline = time.perf_counter() + 30
+        while any(busy(c) for c in self.connections.values()):
+            if time.perf_counter() > deadline:
+                raise LoadError(f"{what} still unanswered 30 s after the window")
+            self.poll(0.05, read)
+
+    @staticmethod
+    def _receive(conn: Connection) -> bytes | None:
+        """What the socket has now (None: nothing yet); LoadError if the server closed it."""
         try:
             data = conn.sock.recv(1 << 20)
         except BlockingIOError:
-            return
+            return None
         except ConnectionError as exc:
             raise LoadError(f"the server closed a connection: {exc}") from None
         if not data:
             raise LoadError("the server closed a connection")
+        return data
+
+    def _read(self, conn: Connection) -> None:
+        data = self._receive(conn)
+        if data is None:
+            return
         buf = conn.inbuf
         buf += data
         now = time.perf_counter()
@@ -379,27 +395,14 @@ class Generator:
             conn.fast_acked = 0  # ... and of the next answer expected
             conn.fast_batches = deque()  # (count, sent at) of the heartbeats in flight
             self._fast_send(conn, depth, time.perf_counter())
-        poll, conns, now = self.epoll.poll, self.connections, time.perf_counter()
+        now = time.perf_counter()
         while now < end:
             self._window(now, start)
-            for fd, events in poll(0.1):
-                conn = conns[fd]
-                if events & select.EPOLLOUT:
-                    self._flush(conn)
-                if events & (select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR):
-                    self._fast_read(conn)
+            self.poll(0.1, self._fast_read)
             now = time.perf_counter()
         self._window(now, start, closing=True)
         self.sending = False
-        deadline = time.perf_counter() + 30
-        while any(c.fast_batches for c in conns.values()):
-            if time.perf_counter() > deadline:
-                raise LoadError("heartbeats still unanswered 30 s after the window")
-            for fd, events in poll(0.1):
-                if events & select.EPOLLOUT:
-                    self._flush(conns[fd])
-                if events & (select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR):
-                    self._fast_read(conns[fd])
+        self._answered(lambda c: c.fast_batches, "heartbeats", self._fast_read)
 
     def _fast_send(self, conn: Connection, n: int, now: float) -> None:
         s, offsets = conn.fast_sent, conn.fast_offsets
@@ -408,14 +411,9 @@ class Generator:
         conn.fast_batches.append([n, now])
 
     def _fast_read(self, conn: Connection) -> None:
-        try:
-            data = conn.sock.recv(1 << 20)
-        except BlockingIOError:
+        data = self._receive(conn)
+        if data is None:
             return
-        except ConnectionError as exc:
-            raise LoadError(f"the server closed a connection: {exc}") from None
-        if not data:
-            raise LoadError("the server closed a connection")
         if conn.inbuf:
             data = bytes(conn.inbuf) + data
             conn.inbuf.clear()
@@ -489,11 +487,7 @@ class Generator:
             now = time.perf_counter()
         self._window(now, start, closing=True)
         self.sending = False
-        deadline = time.perf_counter() + 30
-        while any(c.waiting or c.queued for c in self.connections.values()):
-            if time.perf_counter() > deadline:
-                raise LoadError("requests still unanswered 30 s after the window")
-            self.poll(0.05)
+        self._answered(lambda c: c.waiting or c.queued, "requests")
 
     def _due(self, conn: Connection, item) -> None:
         """Send a request that fell due, or queue it behind the connection's pipeline."""

@@ -198,9 +198,10 @@ def _group_commit(load: Load, work: Path) -> dict:
 
 
 def _headline(load: Load, result: dict) -> tuple[str, float | None]:
-    api = "offset_commit" if "offset_commit" in result.get("apis", {}) and "heartbeat" not in result["apis"] \
-        else "heartbeat"
-    return api, result.get("apis", {}).get(api, {}).get("per_second")
+    """The API a load is about (commits when it sends nothing else) and its rate in `result`."""
+    plan = load.plan
+    api = "offset_commit" if plan.requests == "commit" or (not plan.rate and plan.commit_interval) else "heartbeat"
+    return api, result["apis"].get(api, {}).get("per_second")
 
 
 def run_load(load: Load, profile: Path | None = None) -> dict:
