@@ -37,8 +37,8 @@ from pathlib import Path
 
 from protocol import RequestHeader, decode_response, encode_request, error_name
 from protocol.consumer import decode_assignment, encode_subscription
-from protocol.messages import ConsumerProtocolSubscription, build
-from protocol.schemas import HEARTBEAT, JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP
+from protocol.messages import build
+from protocol.schemas import HEARTBEAT, JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH, SUBSCRIPTION, SYNC_GROUP
 
 from . import profile
 
@@ -280,9 +280,11 @@ class Generator:
     # -- joining ------------------------------------------------------------------------
 
     def join_all(self, deadline: float) -> float:
-        """Every member joins and syncs (members already in a generation rejoin with their
-        ids, a full rebalance); returns seconds from the last JoinGroup sent to the last
-        SyncGroup answered."""
+        """Every member joins and syncs; returns seconds from the last JoinGroup sent to the
+        last SyncGroup answered. Members already in a generation rejoin with their ids and,
+        as a consumer's rejoin does, the partitions they own in their subscription: a full
+        rebalance (a follower rejoining with its subscription unchanged is answered at once
+        with the generation it has, and would leave the rebalance waiting for it)."""
         pending = set(range(len(self.members)))
         later: deque = deque()  # (when, member, connection): joins to send again
         retries: Counter[str] = Counter()
@@ -335,9 +337,13 @@ class Generator:
                 "group_id": member.group, "session_timeout_ms": self.plan.session_timeout_ms,
                 "rebalance_timeout_ms": self.plan.rebalance_timeout_ms, "member_id": member.member_id,
                 "group_instance_id": None, "protocol_type": "consumer", "reason": None,
-                "protocols": [{"name": "range", "metadata": subscription}]}, last[0], joined(member, conn))
+                "protocols": [{"name": "range", "metadata": subscriptions[member.index]}]},
+                last[0], joined(member, conn))
 
-        subscription = encode_subscription(ConsumerProtocolSubscription(topics=[self.plan.topic]), 1)
+        subscriptions = [encode_subscription(build(SUBSCRIPTION.struct, {
+            "topics": [self.plan.topic],
+            "owned_partitions": [{"topic": self.plan.topic, "partitions": m.partitions}] if m.partitions else []}), 1)
+            for m in self.members]
         for conn in self.connections.values():
             for member in conn.members:
                 send_join(member, conn)

@@ -97,6 +97,14 @@ def standard() -> list[Load]:
              _plan(groups=100, members=1000, connections=1000, rate=1000 / 3, duration=3), None,
              [Target("rebalances per group", "exactly 1", "ours['generations'] == {'1': 1000}"),
               Target("every member still in its generation", "yes", "not ours['verify']['not_in_generation']")]),
+        Load("one 10,000-member group: pipelined heartbeats, then all rejoin",
+             # 80 members a connection: under a connection's 100 requests in flight, all joins waiting
+             _plan(groups=1, members=10_000, connections=125, pipeline=8, duration=5, rejoin=True,
+                   partitions_per_member=1), "framing",
+             [Target("heartbeats/s over the reference's (as load 1: independent of group size)", ">= 0.25",
+                     "ratio >= 0.25"),
+              Target("last JoinGroup to last SyncGroup, s (load 7's goal x 10: linear)", "<= 2.5",
+                     "ours['rejoin_s'] <= 2.5")]),
     ]
 
 
