@@ -9,10 +9,10 @@ except that ApiVersions answers always use v0 so that any client can read them.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
-from .codec import decoder, encoder
+from .codec import Decoder, Encoder, decoder, encoder
 from .exceptions import DecodeError, UnsupportedVersion
 from .schema import Api
 from .schemas import API_VERSIONS, APIS
@@ -21,18 +21,27 @@ from .varint import read_uvarint
 _HEADER = struct.Struct(">hhih")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_SIZE_AND_ID = struct.Struct(">ii")
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
 
 
+_header = partial(tuple.__new__, RequestHeader)  # without NamedTuple's keyword handling: per request
+
+
 def _flexible(api: Api, version: int) -> bool:
     return version in api.request.flexible
+
+
+# api_key * 65536 + api_version (a signed int16: unique) -> what a request or response of
+# that pair needs, filled on first use
+_REQUESTS: dict[int, tuple[Decoder, bool]] = {}
+_RESPONSES: dict[int, tuple[Encoder, bool]] = {}
 
 
 def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
@@ -41,26 +50,44 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     Raises UnsupportedVersion, carrying the header, for an API key or version that is not
     declared, and DecodeError for anything malformed.
     """
-    if len(frame) < _HEADER.size:
-        raise DecodeError(f"request of {len(frame)} bytes is shorter than a request header")
+    size = len(frame)
+    if size < _HEADER.size:
+        raise DecodeError(f"request of {size} bytes is shorter than a request header")
     api_key, api_version, correlation_id, n = _HEADER.unpack_from(frame)
-    p = _HEADER.size
-    if n < -1 or p + n > len(frame):
-        raise DecodeError("request header: bad client_id length")
-    try:
-        client_id = None if n == -1 else frame[p:p + n].decode()
-    except UnicodeDecodeError:
-        raise DecodeError("request header: client_id is not UTF-8") from None
-    p += max(n, 0)
-    header = RequestHeader(api_key, api_version, correlation_id, client_id)
-    api = APIS.get(api_key)
+    if n < 0:
+        if n != -1:
+            raise DecodeError("request header: bad client_id length")
+        client_id, p = None, _HEADER.size
+    else:
+        p = _HEADER.size + n
+        if p > size:
+            raise DecodeError("request header: bad client_id length")
+        try:
+            client_id = frame[_HEADER.size:p].decode()
+        except UnicodeDecodeError:
+            raise DecodeError("request header: client_id is not UTF-8") from None
+    header = _header((api_key, api_version, correlation_id, client_id))
+    known = _REQUESTS.get(api_key * 65536 + api_version)
+    if known is None:
+        known = _request_codec(header)
+    decode, flexible = known
+    if flexible:
+        if p < size and not frame[p]:  # no tagged fields, as nearly always
+            p += 1
+        else:
+            p = _skip_tags(frame, p)
+    return header, decode(frame, p)
+
+
+def _request_codec(header: RequestHeader) -> tuple[Decoder, bool]:
+    api = APIS.get(header.api_key)
     if api is None:
-        raise UnsupportedVersion(f"unknown API key {api_key}", header)
-    if api_version not in api.versions:
-        raise UnsupportedVersion(f"{api.name} v{api_version} is not supported", header)
-    if _flexible(api, api_version):
-        p = _skip_tags(frame, p)
-    return header, decoder(api.request, api_version)(frame, p)
+        raise UnsupportedVersion(f"unknown API key {header.api_key}", header)
+    if header.api_version not in api.versions:
+        raise UnsupportedVersion(f"{api.name} v{header.api_version} is not supported", header)
+    known = _REQUESTS[header.api_key * 65536 + header.api_version] = (
+        decoder(api.request, header.api_version), _flexible(api, header.api_version))
+    return known
 
 
 def _skip_tags(data: bytes, p: int) -> int:
@@ -76,11 +103,17 @@ def _skip_tags(data: bytes, p: int) -> int:
 
 def encode_response(header: RequestHeader, body: Any) -> bytes:
     """The framed response (size, header, body) to the request that carried `header`."""
-    api = APIS[header.api_key]
-    payload = encoder(api.response, header.api_version)(body)
-    tagged = _flexible(api, header.api_version) and api is not API_VERSIONS
-    head = _I32.pack(header.correlation_id) + (b"\x00" if tagged else b"")
-    return _I32.pack(len(head) + len(payload)) + head + payload
+    known = _RESPONSES.get(header.api_key * 65536 + header.api_version)
+    if known is None:
+        api = APIS[header.api_key]
+        known = _RESPONSES[header.api_key * 65536 + header.api_version] = (
+            encoder(api.response, header.api_version),
+            _flexible(api, header.api_version) and api is not API_VERSIONS)
+    encode, tagged = known
+    payload = encode(body)
+    if tagged:
+        return _SIZE_AND_ID.pack(len(payload) + 5, header.correlation_id) + b"\x00" + payload
+    return _SIZE_AND_ID.pack(len(payload) + 4, header.correlation_id) + payload
 
 
 def encode_request(header: RequestHeader, body: Any) -> bytes:

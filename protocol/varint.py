@@ -44,6 +44,8 @@ def uvarint(value: int) -> bytes:
 
 def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
     """(value, next position) of the unsigned 32-bit varint at `pos`; at most 5 bytes."""
+    if pos < len(data) and data[pos] < 128:  # one byte, as nearly always
+        return data[pos], pos + 1
     return _decode(data, pos, 32)
 
 

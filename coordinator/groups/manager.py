@@ -73,8 +73,9 @@ class GroupSet:
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            now = trio.current_time()
             for group_id in self.groups:
-                self._schedule(group_id)
+                self._schedule(group_id, now)
             task_status.started()
             while True:
                 deadline = self._timers[0][0] if self._timers else math.inf
@@ -94,13 +95,13 @@ class GroupSet:
                     group = self.groups.get(group_id)
                     if group is not None:
                         group.tick(now)
-                        self._settle(group)
+                        self._settle(group, now)
 
-    def _schedule(self, group_id: str) -> None:
+    def _schedule(self, group_id: str, now: float) -> None:
         """Wake for the group's next deadline. A heartbeat moves a deadline later, which
         needs no new entry: the group ticks at the old one and is scheduled again then."""
         group = self.groups.get(group_id)
-        deadline = group.next_deadline(trio.current_time()) if group is not None else None
+        deadline = group.next_deadline(now) if group is not None else None
         armed = self._armed.get(group_id)
         if deadline is None or (armed is not None and armed <= deadline):
             return
@@ -109,8 +110,8 @@ class GroupSet:
             self._wake.set()
         heapq.heappush(self._timers, (deadline, group_id))
 
-    def _settle(self, group: Group) -> None:
-        """Carry out everything the group asked for, then re-arm its timer."""
+    def _settle(self, group: Group, now: float) -> None:
+        """Carry out everything the group asked for at `now`, then re-arm its timer."""
         while group.outbox:
             effect = group.outbox.pop(0)
             if isinstance(effect, JoinReply):
@@ -160,7 +161,7 @@ class GroupSet:
             self._previous.pop(group.group_id, None)
             self._counted.pop(group.group_id, None)
         else:
-            self._schedule(group.group_id)
+            self._schedule(group.group_id, now)
 
     def _rebalance_completed(self, group: Group, effect: RebalanceCompleted) -> None:
         """The summary of a rebalance, as a log line and an event (it completes once its
@@ -184,10 +185,10 @@ class GroupSet:
             waiter.reply = reply
             waiter.event.set()
 
-    async def _wait(self, group: Group, kind: str, member_id: str):
+    async def _wait(self, group: Group, kind: str, member_id: str, now: float):
         waiter = _Waiter(trio.Event())
         self._waiters.setdefault((group.group_id, kind, member_id), []).append(waiter)
-        self._settle(group)
+        self._settle(group, now)
         await waiter.event.wait()
         return waiter.reply
 
@@ -200,8 +201,9 @@ class GroupSet:
             self.log.warning("persisting the generation failed", group=group.group_id,
                              generation=generation, error=str(exc))
             error = store_error_code(exc)
-        group.persisted(trio.current_time(), generation, error)
-        self._settle(group)
+        now = trio.current_time()
+        group.persisted(now, generation, error)
+        self._settle(group, now)
 
     # -- server-side assignment -----------------------------------------------------------
 
@@ -250,10 +252,11 @@ class GroupSet:
 
     async def join(self, group_id: str, **request) -> JoinReply:
         group = self.group(group_id, create=True)
-        reply = group.join(trio.current_time(), **request)
+        now = trio.current_time()
+        reply = group.join(now, **request)
         if isinstance(reply, Wait):
-            return await self._wait(group, "join", reply.member_id)
-        self._settle(group)
+            return await self._wait(group, "join", reply.member_id, now)
+        self._settle(group, now)
         if (group.state == GroupState.EMPTY and not group.members and not group.pending
                 and group.generation == 0):
             self.groups.pop(group_id, None)  # refused before the group ever lived
@@ -263,34 +266,38 @@ class GroupSet:
         group = self.group(group_id)
         if group is None:
             return SyncReply(member_id, E.UNKNOWN_MEMBER_ID)
-        reply = group.sync(trio.current_time(), member_id, **request)
+        now = trio.current_time()
+        reply = group.sync(now, member_id, **request)
         if isinstance(reply, Wait):
-            return await self._wait(group, "sync", member_id)
-        self._settle(group)
+            return await self._wait(group, "sync", member_id, now)
+        self._settle(group, now)
         return reply
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
         group = self.group(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
-        error = group.heartbeat(trio.current_time(), member_id, generation, instance_id)
-        self._settle(group)
+        now = trio.current_time()
+        error = group.heartbeat(now, member_id, generation, instance_id)
+        self._settle(group, now)
         return error
 
     def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
         group = self.group(group_id)
         if group is None:
             return [E.UNKNOWN_MEMBER_ID] * len(leaving)
-        errors = group.leave(trio.current_time(), leaving)
-        self._settle(group)
+        now = trio.current_time()
+        errors = group.leave(now, leaving)
+        self._settle(group, now)
         return errors
 
     def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
         group = self.group(group_id)
         if group is None:
             return E.NONE if generation < 0 else E.ILLEGAL_GENERATION
-        error = group.commit_check(trio.current_time(), member_id, generation, instance_id)
-        self._settle(group)
+        now = trio.current_time()
+        error = group.commit_check(now, member_id, generation, instance_id)
+        self._settle(group, now)
         return error
 
     def topics_changed(self, topic: str, partitions: int) -> None:
@@ -305,7 +312,7 @@ class GroupSet:
                 continue
             if any(topic in _topics(m.metadata(group.protocol_name)) for m in group.members.values()):
                 group.request_rebalance(now, f"partitions of {topic} changed")
-                self._settle(group)
+                self._settle(group, now)
 
     def adopt(self, group: Group, counted: dict[str, int]) -> None:
         """A group loaded by a new owner, with the partition counts its generation was for."""
@@ -325,21 +332,22 @@ class GroupSet:
             changed = sorted(t for t in topics if counted.get(t, 0) != self.partitions_of(t))
             if changed:
                 group.request_rebalance(now, f"partitions of {changed[0]} changed")
-                self._settle(group)
+                self._settle(group, now)
 
     def unload(self) -> None:
         """The group-partition is handed over: every group is Dead here, and requests waiting
         for a generation are answered NOT_COORDINATOR (their clients find the new owner)."""
+        now = trio.current_time()
         for group in list(self.groups.values()):
             if group.state != GroupState.DEAD:
                 group.mark_dead()
-                self._settle(group)
+                self._settle(group, now)
 
     def drop(self, group_id: str) -> None:
         group = self.groups.get(group_id)
         if group is not None:
             group.mark_dead()
-            self._settle(group)
+            self._settle(group, trio.current_time())
 
 
 def _owners(group: Group) -> dict[tuple[str, int], str]:
