@@ -10,6 +10,7 @@ then, so pipelined commits land in the order they were sent.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from protocol import ErrorCode, messages as m
 from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
@@ -53,7 +54,7 @@ class Handlers:
     def __init__(self, coordinator: Coordinator, registry: TopicRegistry):
         self.coordinator = coordinator
         self.registry = registry
-        self.table = {
+        self._table = {
             API_VERSIONS.key: self.api_versions, METADATA.key: self.metadata,
             FIND_COORDINATOR.key: self.find_coordinator, JOIN_GROUP.key: self.join_group,
             SYNC_GROUP.key: self.sync_group, HEARTBEAT.key: self.heartbeat,
@@ -62,13 +63,15 @@ class Handlers:
             DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups,
         }
         # the APIs whose handlers may answer with a coroutine (they wait for something)
-        self.waits = {JOIN_GROUP.key, SYNC_GROUP.key, OFFSET_COMMIT.key, OFFSET_FETCH.key, DELETE_GROUPS.key}
+        self._waits = {JOIN_GROUP.key, SYNC_GROUP.key, OFFSET_COMMIT.key, OFFSET_FETCH.key, DELETE_GROUPS.key}
 
-    @staticmethod
-    def supports(api_key: int, api_version: int) -> bool:
-        """Whether (api, version) is advertised; anything else is refused, not guessed at."""
+    def dispatch(self, api_key: int, api_version: int) -> tuple[Callable, bool] | None:
+        """The handler of (api, version) and whether it may answer with a coroutine; None
+        for what is not advertised: refused, not guessed at."""
         lo, hi = SUPPORTED.get(api_key, (0, -1))
-        return lo <= api_version <= hi
+        if not lo <= api_version <= hi:
+            return None
+        return self._table[api_key], api_key in self._waits
 
     # -- cluster --------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
 from itertools import accumulate
+from operator import attrgetter
 from typing import Any
 
 import trio
@@ -27,6 +28,7 @@ from prometheus_client.utils import floatToGoString
 
 from protocol import ErrorCode
 from protocol.schema import Array, Struct
+from protocol.schemas import APIS
 
 from . import logs
 
@@ -115,48 +117,55 @@ class RequestCollector:
     its own handling."""
 
     def __init__(self):
-        self.answered: dict[tuple[str, int], int] = {}  # (api, error code) -> requests
-        self.buckets: dict[str, list[int]] = {}  # api -> count per latency bucket (the last: over all bounds)
-        self.seconds: dict[str, float] = {}  # api -> sum of durations
-        self._finders: dict[type, Callable[[Any], int]] = {}
+        self._apis: dict[int, _Answered] = {}  # api key -> its answers
 
-    def observe(self, api: str, response, seconds: float) -> None:
+    def observe(self, api_key: int, response, seconds: float) -> None:
         """Count a handled request under the error code its response carries (the top-level
         one, else the first of its groups, topics or partitions that is not NONE) and time it."""
-        finder = self._finders.get(type(response))
-        if finder is None:
-            finder = self._finders[type(response)] = _error_finder(response.STRUCT) or (lambda _: 0)
-        key = (api, finder(response))
-        answered = self.answered
-        answered[key] = answered.get(key, 0) + 1
-        buckets = self.buckets.get(api)
-        if buckets is None:
-            buckets = self.buckets[api] = [0] * (len(_LATENCY) + 1)
-            self.seconds[api] = 0.0
-        buckets[bisect_left(_LATENCY, seconds)] += 1
-        self.seconds[api] += seconds
+        answered = self._apis.get(api_key)
+        if answered is None:
+            answered = self._apis[api_key] = _Answered(APIS[api_key].name, response.STRUCT)
+        code = answered.error_of(response)
+        errors = answered.errors
+        errors[code] = errors.get(code, 0) + 1
+        answered.buckets[bisect_left(_LATENCY, seconds)] += 1
+        answered.seconds += seconds
 
     def collect(self):
         requests = CounterMetricFamily(
             "groupkeeper_requests", "Requests answered, by API and the error code answered (NONE, or the first error).",
             labels=["api", "error"])
-        heartbeats = 0
-        for (api, code), n in sorted(self.answered.items()):
-            requests.add_metric([api, ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)], n)
-            if api == "Heartbeat":
-                heartbeats += n
-        yield requests
-        yield CounterMetricFamily("groupkeeper_heartbeats", "Heartbeats answered (any error code).", value=heartbeats)
         durations = HistogramMetricFamily("groupkeeper_request_duration_seconds",
                                           "From a request decoded to its response encoded, by API.", labels=["api"])
-        for api, counts in sorted(self.buckets.items()):
-            cumulative = list(accumulate(counts))
-            durations.add_metric([api], [(floatToGoString(bound), n) for bound, n in zip(_LATENCY, cumulative)]
-                                 + [("+Inf", cumulative[-1])], self.seconds[api])
+        heartbeats = 0
+        for answered in sorted(self._apis.values(), key=lambda a: a.api):
+            for code, n in sorted(answered.errors.items()):
+                requests.add_metric([answered.api, ErrorCode(code).name if code in ErrorCode._value2member_map_
+                                     else str(code)], n)
+            if answered.api == "Heartbeat":
+                heartbeats = sum(answered.errors.values())
+            cumulative = list(accumulate(answered.buckets))
+            durations.add_metric([answered.api], [(floatToGoString(bound), n) for bound, n in zip(_LATENCY, cumulative)]
+                                 + [("+Inf", cumulative[-1])], answered.seconds)
+        yield requests
+        yield CounterMetricFamily("groupkeeper_heartbeats", "Heartbeats answered (any error code).", value=heartbeats)
         yield durations
 
     def describe(self):
         return []
+
+
+class _Answered:
+    """One API's answers: how many per error code, per latency bucket (the last: over all
+    bounds), their summed seconds, and how its response's error code is found."""
+    __slots__ = ("api", "buckets", "error_of", "errors", "seconds")
+
+    def __init__(self, api: str, struct: Struct):
+        self.api = api
+        self.errors: dict[int, int] = {}
+        self.buckets = [0] * (len(_LATENCY) + 1)
+        self.seconds = 0.0
+        self.error_of = _error_finder(struct) or (lambda _: 0)
 
 
 REQUEST_STATS = RequestCollector()
@@ -173,6 +182,8 @@ def _error_finder(struct: Struct) -> Callable[[Any], int] | None:
               and (finder := _error_finder(f.type.item)) is not None]
     if not direct and not nested:
         return None
+    if not nested:
+        return attrgetter("error_code")
 
     def first(message) -> int:
         if direct and message.error_code:

@@ -16,6 +16,7 @@ import math
 import socket
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import CoroutineType
 
@@ -23,7 +24,7 @@ import trio
 
 from protocol import (ErrorCode, FrameReader, ProtocolError, RequestHeader, UnsupportedVersion,
                       decode_request, encode_response)
-from protocol.schemas import API_VERSIONS, APIS
+from protocol.schemas import API_VERSIONS
 
 from . import logs, metrics
 from .handlers import Handlers, api_versions_response
@@ -57,6 +58,8 @@ class Server:
         self._connections_scope: trio.CancelScope | None = None
         self.stopped = trio.Event()
         self._watched: set[_Watch] = set()  # the connections open now, for the reaper
+        # api_key * 65536 + api_version -> (handler, may wait), None if not advertised; filled on first use
+        self._dispatch: dict[int, tuple[Callable, bool] | None] = {}
 
     async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Accept on `listeners` until `shutdown()`; then let open connections finish within
@@ -168,6 +171,7 @@ class Server:
                     nursery: trio.Nursery, watch: _Watch, client_host: str) -> str:
         """Read and answer requests until the connection ends; the reason it ended."""
         started: float | None = None  # when the first byte of the request now arriving came
+        dispatch = self._dispatch
         drained = True  # the last read left nothing behind: wait before reading again
         while True:
             if drained:
@@ -207,39 +211,41 @@ class Server:
                     header, request = exc.header, None
                 except ProtocolError as exc:
                     return f"undecodable request: {exc}"
-                reply = _Reply(header)
-                if request is None or not self.handlers.supports(header.api_key, header.api_version):
+                handler = dispatch.get(header.api_key * 65536 + header.api_version, False)
+                if handler is False:
+                    handler = dispatch[header.api_key * 65536 + header.api_version] = self.handlers.dispatch(
+                        header.api_key, header.api_version)
+                if request is None or handler is None:
                     if header.api_key != API_VERSIONS.key:  # Kafka closes; only ApiVersions answers
                         return f"unsupported request: API {header.api_key} v{header.api_version}"
-                    reply.header = RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
-                                                 header.client_id)
-                    wire.replies.append(reply)
-                    wire.ready(reply, encode_response(reply.header, api_versions_response(
-                        ErrorCode.UNSUPPORTED_VERSION)))
+                    wire.add(encode_response(RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
+                                                           header.client_id),
+                                             api_versions_response(ErrorCode.UNSUPPORTED_VERSION)))
                     continue
-                wire.replies.append(reply)
                 # a client that does not read its answers gets no more of them computed (and,
                 # once the frames already read are done, is not read either)
                 if wire.bytes > wire.limit:
                     wire.flush()
                     await wire.below_limit()
+                answer, waits = handler
                 # the handler runs inline, in request order; one that must wait answers with a
                 # coroutine, run in a task of its own (its slot taken first: no await between
                 # the call and the task, so a started commit is never dropped by a cancellation)
-                waits = header.api_key in self.handlers.waits
                 if waits:
                     await in_flight.acquire()
                 handling = time.perf_counter()
                 try:
-                    body = self.handlers.table[header.api_key](header, request, client_host)
+                    body = answer(header, request, client_host)
                 except Exception as exc:  # a bug: close this connection, keep serving the others
                     raise _HandlerFailed(header.api_key) from exc
                 if type(body) is CoroutineType:
+                    reply = _Reply(header)
+                    wire.replies.append(reply)
                     nursery.start_soon(self._finish, reply, body, handling, wire, in_flight)
                     continue
                 if waits:
                     in_flight.release()
-                wire.ready(reply, _encoded(header, body, handling))
+                wire.add(_encoded(header, body, handling))
             wire.flush()  # every answer of this read that is ready, in one send
 
     @staticmethod
@@ -259,14 +265,13 @@ def _encoded(header: RequestHeader, body, started: float) -> bytes:
     """The answer's frame, counted and timed (from the request decoded) in the metrics."""
     try:
         frame = encode_response(header, body)
-        metrics.observe_request(_API_NAMES[header.api_key], body, time.perf_counter() - started)
+        metrics.observe_request(header.api_key, body, time.perf_counter() - started)
     except Exception as exc:  # a bug: close this connection, keep serving the others
         raise _HandlerFailed(header.api_key) from exc
     return frame
 
 
 _PEER_CLOSED = ("closed by peer", "peer went away")
-_API_NAMES = {key: api.name for key, api in APIS.items()}
 
 
 class _HandlerFailed(Exception):
@@ -305,24 +310,36 @@ class _Wire:
     def __init__(self, sock: socket.socket, limit: int):
         self.sock = sock
         self.limit = limit
-        self.replies: deque[_Reply] = deque()
+        self.replies: deque[bytes | _Reply] = deque()  # ready answers, and places kept for answers to come
         self.out = bytearray()  # bytes the kernel has not taken yet; `drain` owns them
         self.bytes = 0
         self._blocked = trio.Event()  # set: `out` has bytes for `drain` to send
         self._drained = trio.Event()
 
+    def add(self, frame: bytes) -> None:
+        """An answer ready as it joins the line (most are)."""
+        self.replies.append(frame)
+        self.bytes += len(frame)
+
     def ready(self, reply: _Reply, frame: bytes) -> None:
+        """An answer that took its place in the line earlier, now made."""
         reply.frame = frame
         self.bytes += len(frame)
 
     def flush(self) -> None:
         """Send every answer ready at the head of the line, without blocking."""
         replies = self.replies
-        if not replies or replies[0].frame is None:
-            return
         out = []
-        while replies and replies[0].frame is not None:
-            out.append(replies.popleft().frame)
+        while replies:
+            head = replies[0]
+            if type(head) is not bytes:
+                if head.frame is None:
+                    break
+                head = head.frame
+            out.append(head)
+            replies.popleft()
+        if not out:
+            return
         data = b"".join(out)
         if self.out:  # `drain` is waiting for the socket: these go after its bytes
             self.out += data

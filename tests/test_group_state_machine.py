@@ -229,6 +229,29 @@ def test_seed_heartbeats_during_rebalance():
     assert g.heartbeat(1.5, "nobody", 1, None) == E.UNKNOWN_MEMBER_ID
 
 
+def test_keep_alive_is_a_stable_members_heartbeat_and_nothing_else():
+    g = _group()
+    a, b = _stable(g, 0, members=2)
+    timers = list(g._timers)
+    assert g.keep_alive(5, a, 1)
+    assert g.members[a].deadline == 15 and g._timers == timers and not g.outbox  # nothing else moved
+    g.tick(14)
+    assert a in g.members and b not in g.members  # b's session ran out; a's was kept alive
+    assert not g.keep_alive(14, a, 1)  # b's removal started a rebalance: the full path answers
+    assert g.heartbeat(14, a, 1, None) == E.REBALANCE_IN_PROGRESS
+    assert not g.keep_alive(14, "nobody", 1)
+
+
+def test_keep_alive_honours_a_session_shortened_by_a_rejoin():
+    g = _group()
+    a, b = _stable(g, 0, members=2)
+    _join(g, 2, b, session=6.0)  # a follower's unchanged rejoin in Stable: answered at once
+    assert g.state == S.STABLE
+    assert g.keep_alive(3, b, 1) and g.keep_alive(3, a, 1)
+    g.tick(9)  # 3 + 6: b's shorter session is over; a's (3 + 10) is not
+    assert b not in g.members and a in g.members
+
+
 def test_seed_offset_commits_during_rebalance():
     g = _group()
     a, b = _stable(g, 0, members=2)

@@ -23,6 +23,7 @@ from .state import TRANSITIONS, GroupState, IllegalTransition
 E = ErrorCode
 NEW_MEMBER_JOIN_TIMEOUT = 300.0  # seconds, as Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
 MEMBER_RECORD_OVERHEAD = 128  # bytes a member takes in the stored record besides its names and data
+_STABLE = GroupState.STABLE  # looked up on every heartbeat: a global is cheaper than the enum's attribute
 
 
 @dataclass(frozen=True)
@@ -507,6 +508,19 @@ class Group:
         if self.leader_assigns and member_id == self.leader and self._pending_assignment is None:
             self.set_assignment(now, generation, assignments)
         return Wait(member_id)
+
+    def keep_alive(self, now: float, member_id: str, generation: int) -> bool:
+        """The heartbeat of a dynamic member of the Stable generation, done in place: its
+        session deadline moves later and nothing else changes (its timer entry is due no
+        later, so nothing needs scheduling). False: not that case; `heartbeat` answers."""
+        m = self.members.get(member_id)
+        if m is None or generation != self.generation or self.state is not _STABLE or m.timer is None:
+            return False
+        deadline = now + m.session_timeout
+        if deadline < m.timer:
+            return False
+        m.deadline = deadline
+        return True
 
     def heartbeat(self, now: float, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
         if self.state == GroupState.DEAD:

@@ -274,10 +274,12 @@ class GroupSet:
         return reply
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
-        group = self.group(group_id)
+        group = self.groups.get(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
         now = trio.current_time()
+        if instance_id is None and group.keep_alive(now, member_id, generation):  # the usual one
+            return E.NONE
         error = group.heartbeat(now, member_id, generation, instance_id)
         self._settle(group, now)
         return error
