@@ -29,35 +29,29 @@ class FrameReader:
             self._pos = 0
         self._buf += data
 
-    def next_frame(self) -> bytes | None:
-        """The next complete frame's payload, or None until more bytes are fed."""
-        buf, pos = self._buf, self._pos
-        if len(buf) - pos < 4:
-            return None
-        size, = _SIZE.unpack_from(buf, pos)
-        if size < 0:
-            raise FrameError(f"negative frame size {size}")
-        if size > self.max_frame:
-            raise FrameError(f"frame of {size} bytes is over the limit of {self.max_frame}")
-        end = pos + 4 + size
-        if len(buf) < end:
-            return None
-        frame = bytes(buf[pos + 4:end])
-        if end == len(buf):
-            buf.clear()
-            self._pos = 0
-        elif end > 65536 and end > len(buf) // 2:  # keep the buffer from growing without bound
-            del buf[:end]
-            self._pos = 0
-        else:
-            self._pos = end
-        return frame
-
     def frames(self) -> list[bytes]:
-        """Every complete frame buffered now, in order."""
+        """Every complete frame buffered now, in order (the payloads, without their sizes)."""
+        buf, pos = self._buf, self._pos
+        end_of_buf = len(buf)
         out = []
-        while (frame := self.next_frame()) is not None:
-            out.append(frame)
+        while end_of_buf - pos >= 4:
+            size, = _SIZE.unpack_from(buf, pos)
+            if size < 0:
+                raise FrameError(f"negative frame size {size}")
+            if size > self.max_frame:
+                raise FrameError(f"frame of {size} bytes is over the limit of {self.max_frame}")
+            end = pos + 4 + size
+            if end > end_of_buf:
+                break
+            out.append(bytes(buf[pos + 4:end]))
+            pos = end
+        if pos == end_of_buf:
+            buf.clear()
+            pos = 0
+        elif pos > 65536 and pos > end_of_buf // 2:  # keep the buffer from growing without bound
+            del buf[:pos]
+            pos = 0
+        self._pos = pos
         return out
 
     @property

@@ -43,8 +43,8 @@ def test_frame_round_trips_through_the_reader(payloads):
     reader = FrameReader()
     for p in payloads:
         reader.feed(frame(p))
-        assert reader.next_frame() == p
-        assert reader.next_frame() is None
+        assert reader.frames() == [p]
+        assert reader.frames() == []
         assert reader.buffered == 0
 
 
@@ -72,36 +72,34 @@ def test_frames_taken_out_only_at_the_end_come_out_the_same(payloads, cuts):
         reader.feed(chunk)
     assert reader.frames() == payloads
     assert reader.buffered == 0
-    assert reader.next_frame() is None
+    assert reader.frames() == []
 
 
 def test_a_partial_frame_is_none_and_counted_as_buffered():
     reader = FrameReader()
-    assert reader.next_frame() is None and reader.buffered == 0
+    assert reader.frames() == [] and reader.buffered == 0
     reader.feed(b"\x00\x00")  # half a size prefix
-    assert reader.next_frame() is None
+    assert reader.frames() == []
     assert reader.buffered == 2
     reader.feed(b"\x00\x05hel")  # the size, and three of five bytes
-    assert reader.next_frame() is None
+    assert reader.frames() == []
     assert reader.buffered == 7
     assert reader.frames() == []
     reader.feed(b"lo\x00\x00\x00\x02h")  # the rest, and the start of the next frame
-    assert reader.next_frame() == b"hello"
+    assert reader.frames() == [b"hello"]
     assert reader.buffered == 5
-    assert reader.next_frame() is None
+    assert reader.frames() == []
     assert reader.buffered == 5
     reader.feed(b"i")
-    assert reader.next_frame() == b"hi"
+    assert reader.frames() == [b"hi"]
     assert reader.buffered == 0
 
 
 def test_a_zero_length_frame_is_empty_bytes():
     reader = FrameReader()
     reader.feed(b"\x00\x00\x00\x00" + frame(b"x") + b"\x00\x00\x00\x00")
-    assert reader.next_frame() == b""
-    assert reader.next_frame() == b"x"
-    assert reader.next_frame() == b""
-    assert reader.next_frame() is None
+    assert reader.frames() == [b"", b"x", b""]
+    assert reader.frames() == []
     assert reader.buffered == 0
 
 
@@ -111,10 +109,10 @@ def test_a_negative_size_is_refused_as_soon_as_its_four_bytes_are_in(size):
     prefix = SIZE(size)
     for byte in prefix[:3]:
         reader.feed(bytes([byte]))
-        assert reader.next_frame() is None
+        assert reader.frames() == []
     reader.feed(prefix[3:])
     with pytest.raises(FrameError):
-        reader.next_frame()
+        reader.frames()
 
 
 @pytest.mark.parametrize("size,limit", [(1025, 1024), (2**31 - 1, 1024),
@@ -123,19 +121,19 @@ def test_a_size_over_the_limit_is_refused_before_the_body_arrives(size, limit):
     reader = FrameReader() if limit is None else FrameReader(max_frame=limit)
     prefix = SIZE(size)
     reader.feed(prefix[:3])
-    assert reader.next_frame() is None
+    assert reader.frames() == []
     reader.feed(prefix[3:])  # no body byte at all
     with pytest.raises(FrameError):
-        reader.next_frame()
+        reader.frames()
 
 
 def test_a_size_at_the_limit_is_accepted():
     reader = FrameReader(max_frame=16)
     reader.feed(frame(b"y" * 16))
-    assert reader.next_frame() == b"y" * 16
+    assert reader.frames() == [b"y" * 16]
     reader.feed(frame(b"z" * 17))
     with pytest.raises(FrameError):
-        reader.next_frame()
+        reader.frames()
 
 
 def test_the_default_limit_is_kafkas_socket_request_max_bytes():
@@ -154,7 +152,7 @@ def test_many_frames_one_after_another_leave_nothing_buffered():
     for i in range(10_000):
         payload = i.to_bytes(4, "big") * (i % 7)
         reader.feed(frame(payload))
-        assert reader.next_frame() == payload
+        assert reader.frames() == [payload]
         assert reader.buffered == 0
     assert len(reader._buf) < 64  # white box: the buffer was emptied as frames went out
 
