@@ -28,6 +28,11 @@ from .store.zkserver import ZooKeeperServer, data_bytes
 
 
 ZOOKEEPER_DATA_INTERVAL = 5.0  # seconds between readings of how much data ZooKeeper holds
+# The cyclic collector's thresholds once serving (Python's: 700, 10, 10). A commit's
+# entries live until the member's next commit, long enough to be promoted, so at the
+# defaults the collector ran 1,300 times in a 5,000 commits/s load and took 10 % of the
+# core; at these, twice (docs/benchmarks.md, "The cyclic garbage collector").
+GC_THRESHOLDS = (50_000, 20, 100)
 
 
 class StartupError(Exception):
@@ -108,6 +113,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                      session_timeout_s=round(zk.session_timeout, 3))
             log.info("listening", host=host, port=bound, advertised=f"{adv_host}:{adv_port or bound}")
             gc.freeze()  # long-lived start-up objects leave the collector's full scans
+            gc.set_threshold(*GC_THRESHOLDS)
             # start_soon: the task first runs at the next checkpoint, inside the signal receiver
             # below, so by the time systemd hears READY=1, SIGTERM already means an orderly stop
             ready = trio.CancelScope()
