@@ -558,9 +558,12 @@ class Generator:
     # -- afterwards ---------------------------------------------------------------------
 
     def verify(self, deadline: float) -> dict:
-        """A heartbeat of every member, and OffsetFetch of every group's acknowledged commits."""
-        out: dict = {"not_in_generation": Counter(), "commits_checked": 0, "commits_lost": 0}
+        """A heartbeat of every member, and OffsetFetch of every group's acknowledged commits
+        (again after what a client retries: the fetch must find them, not just answer)."""
+        out: dict = {"not_in_generation": Counter(), "commits_checked": 0, "commits_lost": 0,
+                     "fetch_retries": Counter(), "fetch_errors": Counter()}
         pending = [0]
+        later: deque = deque()  # (when, group): fetches to send again
         groups: dict[str, dict[int, int]] = {}
         for member in self.members:
             for p, offset in member.acked.items():
@@ -572,15 +575,32 @@ class Generator:
             if code:
                 out["not_in_generation"][error_name(code)] += 1
 
-        def on_fetch(expected):
+        def on_fetch(group):
             def handle(conn, frame, due, now):
                 pending[0] -= 1
                 _, answer = decode_response(OFFSET_FETCH.key, VERSIONS[OFFSET_FETCH.key], frame)
+                error = next((g.error_code for g in answer.groups if g.error_code), 0)
+                if error in RETRIABLE:
+                    out["fetch_retries"][error_name(error)] += 1
+                    later.append((now + RETRY_BACKOFF, group))
+                    return
+                if error:
+                    out["fetch_errors"][error_name(error)] += 1
+                expected = groups[group]
                 fetched = {p.partition_index: p.committed_offset for g in answer.groups for t in g.topics
-                           for p in t.partitions}
+                           for p in t.partitions if not p.error_code}
                 out["commits_checked"] += len(expected)
-                out["commits_lost"] += sum(1 for p, o in expected.items() if fetched.get(p) != o)
+                # an offset over the acknowledged one is a later commit that landed: only
+                # an older one, or none, loses an acknowledged commit
+                out["commits_lost"] += sum(1 for p, o in expected.items() if fetched.get(p, -1) < o)
             return handle
+
+        def fetch(group: str) -> None:
+            pending[0] += 1
+            self.request(by_group[group], OFFSET_FETCH.key, {"groups": [{"group_id": group, "member_id": None,
+                         "member_epoch": -1, "topics": [{"name": self.plan.topic,
+                                                         "partition_indexes": sorted(groups[group])}]}],
+                         "require_stable": True}, 0, on_fetch(group))
 
         by_group: dict[str, Connection] = {}
         for conn in self.connections.values():
@@ -588,17 +608,18 @@ class Generator:
                 pending[0] += 1
                 self.send_frame(conn, member.heartbeat, 0, on_heartbeat)
                 by_group.setdefault(member.group, conn)
-        for group, expected in groups.items():
-            pending[0] += 1
-            self.request(by_group[group], OFFSET_FETCH.key, {"groups": [{"group_id": group, "member_id": None,
-                         "member_epoch": -1, "topics": [{"name": self.plan.topic,
-                                                         "partition_indexes": sorted(expected)}]}],
-                         "require_stable": True}, 0, on_fetch(expected))
-        while pending[0]:
+        for group in groups:
+            fetch(group)
+        while pending[0] or later:
             if time.perf_counter() > deadline:
                 raise LoadError("verification answers did not all come in time")
             self.poll(0.05)
+            now = time.perf_counter()
+            while later and later[0][0] <= now:
+                fetch(later.popleft()[1])
         out["not_in_generation"] = dict(out["not_in_generation"])
+        out["fetch_retries"] = dict(out["fetch_retries"])
+        out["fetch_errors"] = dict(out["fetch_errors"])
         return out
 
 
