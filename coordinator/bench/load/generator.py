@@ -52,6 +52,7 @@ _HEARTBEAT_ANSWER = 16  # bytes of a Heartbeat v4 answer, size prefix included, 
 RETRIABLE = {15, 16, 14, 27}
 REJOIN = {25, 22}  # UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION
 RETRY_BACKOFF = 0.1  # seconds
+KEEP_ALIVE = 3.0  # seconds between a joined member's heartbeats while the others join (Kafka's default interval)
 
 
 @dataclass
@@ -287,6 +288,7 @@ class Generator:
         with the generation it has, and would leave the rebalance waiting for it)."""
         pending = set(range(len(self.members)))
         later: deque = deque()  # (when, member, connection): joins to send again
+        beats: deque = deque()  # (when, member, connection): members in a generation, due to heartbeat
         retries: Counter[str] = Counter()
         start = time.perf_counter()
         last = [start, start]
@@ -328,8 +330,24 @@ class Generator:
                 member.partitions = sorted(p for tp in assignment.assigned_partitions
                                            if tp.topic == self.plan.topic for p in tp.partitions)
                 pending.discard(member.index)
+                beats.append((now + KEEP_ALIVE, member, conn))
                 last[1] = now
             return on_sync
+
+        def kept_alive(member: Member):
+            def on_heartbeat(conn, frame, due, now):
+                code, = struct.unpack_from(">h", frame, 9)
+                if not pending:  # everyone joined meanwhile: the window's heartbeats take over
+                    return
+                if code in REJOIN or code == 27:  # REBALANCE_IN_PROGRESS: rejoin, as a client does
+                    retries[f"heartbeat {error_name(code)}"] += 1
+                    if code == 25:
+                        member.member_id = ""
+                    pending.add(member.index)
+                    send_join(member, conn)
+                elif member.index not in pending:
+                    beats.append((now + KEEP_ALIVE, member, conn))
+            return on_heartbeat
 
         def send_join(member: Member, conn: Connection):
             last[0] = time.perf_counter()
@@ -355,6 +373,13 @@ class Generator:
             while later and later[0][0] <= now:
                 _, member, conn = later.popleft()
                 send_join(member, conn)
+            while beats and beats[0][0] <= now:  # the joined keep their sessions while others join
+                _, member, conn = beats.popleft()
+                if member.index not in pending:
+                    self.request(conn, HEARTBEAT.key, {
+                        "group_id": member.group, "generation_id": member.generation,
+                        "member_id": member.member_id, "group_instance_id": None}, now, kept_alive(member))
+        self._answered(lambda c: c.waiting, "heartbeats of joined members")
         self.join_retries.update(retries)
         return last[1] - last[0]
 
