@@ -31,7 +31,7 @@ ZOOKEEPER_DATA_INTERVAL = 5.0  # seconds between readings of how much data ZooKe
 # The cyclic collector's thresholds once serving (Python's: 700, 10, 10). A commit's
 # entries live until the member's next commit, long enough to be promoted, so at the
 # defaults the collector ran 1,300 times in a 5,000 commits/s load and took 10 % of the
-# core; at these, twice (docs/benchmarks.md, "The cyclic garbage collector").
+# core; at these, twice (docs/benchmarks.md, `bench load`, "Commits").
 GC_THRESHOLDS = (50_000, 20, 100)
 
 
