@@ -6,7 +6,9 @@ import json
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -334,6 +336,20 @@ def bench() -> None:
     """Benchmarks that measure groupkeeper side by side with a reference, in one run."""
 
 
+def _run_bench(run: Callable[[], Any], table: Callable[[Any], str], as_json: bool,
+               failed: type[Exception] = ZooKeeperUnavailable) -> Any:
+    """A bench that starts ZooKeeper or coordinators: kazoo's reconnect chatter kept out of
+    its table, a failure (`failed`, or ZooKeeper not starting) one line; its result printed
+    and returned."""
+    logs.configure("console", logging.ERROR)
+    try:
+        result = run()
+    except (failed, ZooKeeperUnavailable) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result, indent=2) if as_json else table(result))
+    return result
+
+
 @bench.command("codec")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--round-seconds", default=0.2, show_default=True, type=click.FloatRange(0.01, 10),
@@ -400,12 +416,7 @@ def bench_failover(as_json: bool, group_counts: str, session_timeout: float) -> 
         raise click.ClickException(f"--groups: not a list of numbers: {group_counts!r}") from None
     if not all(1 <= n <= 1_000_000 for n in counts):
         raise click.ClickException("--groups: each count must be between 1 and 1000000")
-    logs.configure("console", logging.ERROR)
-    try:
-        result = failover.run(counts, session_timeout)
-    except (ZooKeeperUnavailable, RuntimeError) as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(json.dumps(result, indent=2) if as_json else failover.table(result))
+    _run_bench(lambda: failover.run(counts, session_timeout), failover.table, as_json, RuntimeError)
 
 
 @bench.command("zk-commits")
@@ -422,12 +433,7 @@ def bench_zk_commits(as_json: bool, zookeeper: str | None, seconds: float, commi
     """Committed partition-offsets per second into ZooKeeper: group commit against one
     multi() per request and one write per partition; p99 latency at a fixed load."""
     from .bench import zk_commits
-    logs.configure("console", logging.ERROR)  # kazoo's reconnect chatter would garble the table
-    try:
-        result = zk_commits.run(zookeeper, seconds, committers, rate)
-    except ZooKeeperUnavailable as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(json.dumps(result, indent=2) if as_json else zk_commits.table(result))
+    _run_bench(lambda: zk_commits.run(zookeeper, seconds, committers, rate), zk_commits.table, as_json)
 
 
 @bench.command("abuse")
@@ -482,12 +488,7 @@ def bench_abuse(as_json: bool, bootstrap: str | None, metrics: str | None, probe
         per_ip_limit=per_ip_limit, connections=connections if connections is not None else per_ip_limit + 100,
         queued_reply_bytes=queued_reply_bytes, never_reads_seconds=never_reads_seconds,
         huge_partitions=huge_partitions, members=members)
-    logs.configure("console", logging.ERROR)
-    try:
-        result = abuse.run(settings)
-    except (abuse.AbuseError, ZooKeeperUnavailable) as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(json.dumps(result, indent=2) if as_json else abuse.table(result))
+    result = _run_bench(lambda: abuse.run(settings), abuse.table, as_json, abuse.AbuseError)
     if result["broke"]:
         raise SystemExit(1)
 
@@ -533,11 +534,7 @@ def bench_load(as_json: bool, loads: str, profile_dir: str | None, **custom) -> 
         except (ValueError, IndexError):
             raise click.ClickException(f"--loads: numbers from 1 to {len(all_loads)}, comma-separated; "
                                        f"not {loads!r}") from None
-    logs.configure("console", logging.ERROR)
-    try:
-        results = suite.run(chosen, Path(profile_dir) if profile_dir else None)
-    except (suite.LoadBenchError, ZooKeeperUnavailable) as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(json.dumps(results, indent=2) if as_json else suite.table(results))
+    results = _run_bench(lambda: suite.run(chosen, Path(profile_dir) if profile_dir else None), suite.table,
+                         as_json, suite.LoadBenchError)
     if any(not t["met"] for r in results for t in r["targets"]):
         raise SystemExit(1)

@@ -211,10 +211,10 @@ class Server:
                     header, request = exc.header, None
                 except ProtocolError as exc:
                     return f"undecodable request: {exc}"
-                handler = dispatch.get(header.api_key * 65536 + header.api_version, False)
+                key = header.api_key * 65536 + header.api_version
+                handler = dispatch.get(key, False)
                 if handler is False:
-                    handler = dispatch[header.api_key * 65536 + header.api_version] = self.handlers.dispatch(
-                        header.api_key, header.api_version)
+                    handler = dispatch[key] = self.handlers.dispatch(header.api_key, header.api_version)
                 if request is None or handler is None:
                     if header.api_key != API_VERSIONS.key:  # Kafka closes; only ApiVersions answers
                         return f"unsupported request: API {header.api_key} v{header.api_version}"

@@ -24,10 +24,7 @@ class FrameReader:
         self.max_frame = max_frame
 
     def feed(self, data: bytes) -> None:
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
-            self._pos = 0
-        self._buf += data
+        self._buf += data  # `frames` empties the buffer once it has taken everything out
 
     def frames(self) -> list[bytes]:
         """Every complete frame buffered now, in order (the payloads, without their sizes)."""

@@ -67,9 +67,10 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
         except UnicodeDecodeError:
             raise DecodeError("request header: client_id is not UTF-8") from None
     header = _header((api_key, api_version, correlation_id, client_id))
-    known = _REQUESTS.get(api_key * 65536 + api_version)
+    key = api_key * 65536 + api_version
+    known = _REQUESTS.get(key)
     if known is None:
-        known = _request_codec(header)
+        known = _REQUESTS[key] = _request_codec(header)
     decode, flexible = known
     if flexible:
         if p < size and not frame[p]:  # no tagged fields, as nearly always
@@ -85,9 +86,7 @@ def _request_codec(header: RequestHeader) -> tuple[Decoder, bool]:
         raise UnsupportedVersion(f"unknown API key {header.api_key}", header)
     if header.api_version not in api.versions:
         raise UnsupportedVersion(f"{api.name} v{header.api_version} is not supported", header)
-    known = _REQUESTS[header.api_key * 65536 + header.api_version] = (
-        decoder(api.request, header.api_version), _flexible(api, header.api_version))
-    return known
+    return decoder(api.request, header.api_version), _flexible(api, header.api_version)
 
 
 def _skip_tags(data: bytes, p: int) -> int:
@@ -103,10 +102,11 @@ def _skip_tags(data: bytes, p: int) -> int:
 
 def encode_response(header: RequestHeader, body: Any) -> bytes:
     """The framed response (size, header, body) to the request that carried `header`."""
-    known = _RESPONSES.get(header.api_key * 65536 + header.api_version)
+    key = header.api_key * 65536 + header.api_version
+    known = _RESPONSES.get(key)
     if known is None:
         api = APIS[header.api_key]
-        known = _RESPONSES[header.api_key * 65536 + header.api_version] = (
+        known = _RESPONSES[key] = (
             encoder(api.response, header.api_version),
             _flexible(api, header.api_version) and api is not API_VERSIONS)
     encode, tagged = known

@@ -46,13 +46,21 @@ VERSIONS = {HEARTBEAT.key: 4, JOIN_GROUP.key: 9, SYNC_GROUP.key: 5, OFFSET_COMMI
 CLIENT_ID = "groupkeeper-bench"
 ADDRESSES_PER_SOURCE = 20_000  # connections from one loopback source address (ephemeral ports)
 _I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 _HEARTBEAT_ANSWER = 16  # bytes of a Heartbeat v4 answer, size prefix included, whatever its error
+
 # what a client retries while joining (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
 # COORDINATOR_LOAD_IN_PROGRESS, REBALANCE_IN_PROGRESS), and what makes it join afresh
 RETRIABLE = {15, 16, 14, 27}
 REJOIN = {25, 22}  # UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION
 RETRY_BACKOFF = 0.1  # seconds
 KEEP_ALIVE = 3.0  # seconds between a joined member's heartbeats while the others join (Kafka's default interval)
+
+
+def _heartbeat_error(frame: bytes, at: int = 0) -> int:
+    """The error code of the Heartbeat v4 answer at `at` (without its size prefix): after
+    the correlation id, the header's tagged fields and the throttle time."""
+    return _I16.unpack_from(frame, at + 9)[0]
 
 
 @dataclass
@@ -336,7 +344,7 @@ class Generator:
 
         def kept_alive(member: Member):
             def on_heartbeat(conn, frame, due, now):
-                code, = struct.unpack_from(">h", frame, 9)
+                code = _heartbeat_error(frame)
                 if not pending:  # everyone joined meanwhile: the window's heartbeats take over
                     return
                 if code in REJOIN or code == 27:  # REBALANCE_IN_PROGRESS: rejoin, as a client does
@@ -478,7 +486,7 @@ class Generator:
             if size != _HEARTBEAT_ANSWER - 4:
                 errors["malformed answer"] += 1
                 continue
-            code, = struct.unpack_from(">h", data, p + 13)
+            code = _heartbeat_error(data, p + 4)
             if code:
                 errors[error_name(code)] += 1
         return errors
@@ -547,7 +555,7 @@ class Generator:
 
     def _heartbeat_answer(self, conn: Connection, frame: bytes, due: float, now: float) -> None:
         if self.measuring:
-            code, = struct.unpack_from(">h", frame, 9)
+            code = _heartbeat_error(frame)
             self.stats.answer("heartbeat", now - due, {error_name(code): 1} if code else None)
         self._next(conn)
 
@@ -596,7 +604,7 @@ class Generator:
 
         def on_heartbeat(conn, frame, due, now):
             pending[0] -= 1
-            code, = struct.unpack_from(">h", frame, 9)
+            code = _heartbeat_error(frame)
             if code:
                 out["not_in_generation"][error_name(code)] += 1
 
