@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import signal
+import time
+from collections import deque
 
 import pytest
 import trio
@@ -105,6 +107,47 @@ async def test_a_group_record_larger_than_a_znode_is_written_in_chunks_and_read_
         assert not client.exists(layout.group_path(partition, "big"))
     finally:
         await trio.to_thread.run_sync(client.stop)
+        await zk.stop()
+
+
+async def test_what_fetch_reads_never_goes_back_behind_an_acknowledged_commit(zookeeper):
+    """Multis in flight together are confirmed in the order ZooKeeper applied them: a later
+    one's answer, taken first by trio's scheduler, must not be overwritten in what OffsetFetch
+    reads (`durable`) by the earlier one's older offsets."""
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    behind = []
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+
+            async def committer(worker: int):  # pipelined, as a client's commits are: 3 in flight
+                in_flight = deque()
+                for seq in range(1, 301):
+                    in_flight.append((seq, store.submit("g", {("t", worker): (seq, -1, "", seq)})))
+                    if len(in_flight) < 3:
+                        await trio.sleep(0)  # the writer takes what is queued: the next goes in a later multi
+                        continue
+                    acked, commit = in_flight.popleft()
+                    await store.committed(commit)
+                    read = store.durable["g"]["t"][worker][0]
+                    if read < acked:
+                        behind.append((worker, acked, read))
+                for _, commit in in_flight:
+                    await store.committed(commit)
+
+            async def busy():  # a saturated serving thread: ZooKeeper's answers arrive together
+                while True:
+                    time.sleep(0.003)
+                    await trio.sleep(0)
+
+            async with trio.open_nursery() as workers:
+                for worker in range(8):  # one partition each, all in the same shard
+                    workers.start_soon(committer, worker)
+                nursery.start_soon(busy)
+            nursery.cancel_scope.cancel()
+        assert behind == []
+    finally:
         await zk.stop()
 
 

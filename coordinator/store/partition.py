@@ -82,6 +82,10 @@ class PartitionStore:
         self._queue: list[_Commit] = []
         self._queued = trio.Event()
         self._in_flight: list[list] = []  # what each multi() sent and not yet answered applies, in order
+        # set once the last batch sent is confirmed (or failed) here: each batch waits for the
+        # one before it, so what ZooKeeper applied in order is applied to `durable` in order
+        self._confirmed = trio.Event()
+        self._confirmed.set()
         self._uncertain: dict[str, set[ShardKey]] = {}  # by group: shards a write of unknown outcome touched
         self.multis = 0  # multi() calls made for offsets, for the benchmark and metrics
         self._closed = False  # handing over: no new writes
@@ -359,11 +363,16 @@ class PartitionStore:
                     _finish(batch, exc)
                     continue
                 self._in_flight += [applied for _, _, applied in multis]
-                nursery.start_soon(self._confirm, batch, multis, slots)
+                previous, self._confirmed = self._confirmed, trio.Event()
+                nursery.start_soon(self._confirm, batch, multis, slots, previous, self._confirmed)
 
-    async def _confirm(self, batch: list[_Commit], multis: list, slots: trio.Semaphore) -> None:
+    async def _confirm(self, batch: list[_Commit], multis: list, slots: trio.Semaphore,
+                       previous: trio.Event, confirmed: trio.Event) -> None:
+        """Wait for the batch's multis, after the batch before it (trio may wake the later
+        one first: its older offsets would then overwrite newer ones in `durable`)."""
         error: Exception | None = StoreUnavailable("the group-partition stopped before ZooKeeper answered")
         try:
+            await previous.wait()
             for i, (submitted, created, applied) in enumerate(multis):
                 try:
                     await confirm(self.zk, self.fence, submitted)
@@ -394,6 +403,7 @@ class PartitionStore:
                 self._retry_alone(batch)  # one of them was refused: find which, keep the others
             else:
                 _finish(batch, error)
+            confirmed.set()
 
     async def settle(self, group: str) -> None:
         """Read back the shards of `group` that a write of unknown outcome touched (ZooKeeper
