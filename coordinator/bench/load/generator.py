@@ -662,7 +662,7 @@ class ServerReading:
 
     def __init__(self, pid: int):
         self.pid = pid
-        self.cpu: list[float] = []
+        self.cpu: list[tuple[float, float]] = []  # user, system
         self.times: list[float] = []
         self.rss = self.peak_rss = None
 
@@ -685,13 +685,16 @@ class ServerReading:
             fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             return
-        self.cpu.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        tick = os.sysconf("SC_CLK_TCK")
+        self.cpu.append((int(fields[11]) / tick, int(fields[12]) / tick))
         self.times.append(time.perf_counter())
 
     def reading(self) -> dict | None:
         if len(self.cpu) != 2:
             return None
-        return {"cpu": round((self.cpu[1] - self.cpu[0]) / (self.times[1] - self.times[0]), 3),
+        seconds = self.times[1] - self.times[0]
+        user, system = ((after - before) / seconds for before, after in zip(*self.cpu))
+        return {"cpu": round(user + system, 3), "cpu_user": round(user, 3), "cpu_system": round(system, 3),
                 "rss_mb": round(self.rss / 2**20, 1) if self.rss else None,
                 "peak_rss_mb": round(self.peak_rss / 2**20, 1) if self.peak_rss else None}
 

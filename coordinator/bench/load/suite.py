@@ -271,8 +271,8 @@ def table(results: list[dict]) -> str:
                        if ref and "p50_ms" in ref["apis"][api] else ""))
         errors = {f"{k}:{n}": v for k, x in ours["apis"].items() for n, v in x["errors"].items()}
         server = ours.get("server") or {}
-        rows.append(f"  errors {errors or 0}; coordinator CPU {server.get('cpu')} cores, RSS {server.get('rss_mb')} MB"
-                    + (f" (reference CPU {ref['server']['cpu']})" if ref and ref.get("server") else "")
+        rows.append(f"  errors {errors or 0}; coordinator CPU {_cpu(server)}, RSS {server.get('rss_mb')} MB"
+                    + (f" (reference CPU {_cpu(ref['server'])})" if ref and ref.get("server") else "")
                     + f"; generator CPU {ours.get('generator_cpu')}"
                     + (f"; join {ours['join_s']} s" if "join_s" in ours else "")
                     + (f"; rejoin {ours['rejoin_s']} s" if "rejoin_s" in ours else ""))
@@ -284,3 +284,7 @@ def table(results: list[dict]) -> str:
             rows.append(f"  [{'met' if t['met'] else 'MISSED'}] {t['what']} {t['goal']}")
         rows.append("")
     return "\n".join(rows)
+
+
+def _cpu(server: dict) -> str:
+    return f"{server.get('cpu')} cores ({server.get('cpu_user')} user, {server.get('cpu_system')} system)"

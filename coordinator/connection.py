@@ -1,0 +1,263 @@
+"""One client connection: its bytes in, its requests handled in order, its answers out in
+the same order.
+
+Every request is handled inline as its frame arrives, in order; only the part of a request
+that waits (a JoinGroup for its generation, a commit for ZooKeeper) gets a task of its own,
+and its answer keeps its place in the line: a reply waits for the replies before it, and
+every reply ready at once goes out in one send. A connection that has too many waiting
+requests, or too many answers its client has not taken, is paused: the frames it has read
+wait, and it is not read again until it can go on. A frame that cannot be decoded, a size
+over the limit, or an unknown API closes that connection only, with the reason logged.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+from collections import deque
+from select import EPOLLIN, EPOLLOUT
+from types import CoroutineType
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol import (ErrorCode, FrameReader, ProtocolError, RequestHeader, UnsupportedVersion,
+                      decode_request, encode_response)
+from protocol.schemas import API_VERSIONS
+
+from . import metrics
+from .handlers import api_versions_response
+
+if TYPE_CHECKING:
+    from .server import Server
+
+READ_SIZE = 65536  # bytes asked of the kernel per read
+_PEER_CLOSED = ("closed by peer", "peer went away")
+
+
+class Connection:
+    __slots__ = ("backlog", "bytes", "closed", "fd", "host", "in_flight", "log", "mask", "out", "reader",
+                 "reading_timeout", "replies", "server", "sock", "started", "until", "waiting")
+
+    def __init__(self, server: Server, sock: socket.socket, peer: tuple[str, int]):
+        self.server = server
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.host = peer[0]
+        self.log = server.log.bind(peer=f"{peer[0]}:{peer[1]}")
+        self.reader = FrameReader(server.limits.max_request_bytes)
+        self.replies: deque[bytes | _Reply] = deque()  # ready answers, and places kept for answers to come
+        self.out = bytearray()  # answers the kernel has not taken yet: sent as the socket becomes writable
+        self.bytes = 0  # answers made and not yet sent
+        self.backlog: list[bytes] = []  # frames read while paused, handled when it goes on
+        self.in_flight = 0  # requests waiting in tasks of their own
+        self.waiting: set[trio.CancelScope] = set()  # those tasks, cancelled when the connection closes
+        self.mask = EPOLLIN  # what the server's poll set waits for on this socket
+        self.started: float | None = None  # when the first byte of the request now arriving came
+        self.until = math.inf  # when the wait for the next bytes runs out; inf: not waiting (paused)
+        self.reading_timeout = False  # whether `until` is the request read timeout (else the idle one)
+        self.closed = False
+
+    def arm(self, now: float) -> None:
+        """Time the wait for the next bytes: the idle timeout, or the request read timeout if a
+        request has begun to arrive (it must arrive whole in time, however slowly it trickles)."""
+        limits = self.server.limits
+        idle_until = now + limits.idle_timeout
+        read_until = math.inf if self.started is None else self.started + limits.request_read_timeout
+        self.reading_timeout = read_until < idle_until
+        self.until = read_until if self.reading_timeout else idle_until
+
+    def readable(self, now: float) -> None:
+        try:
+            data = self.sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            return self.close("peer went away")
+        if not data:
+            return self.close("closed by peer")
+        reader = self.reader
+        reader.feed(data)
+        try:
+            frames = reader.frames()
+        except ProtocolError as exc:
+            return self.close(f"bad frame: {exc}")
+        if not reader.buffered:
+            self.started = None
+        elif frames or self.started is None:
+            self.started = now
+        if frames:
+            self._handle(frames)
+        if not self.backlog:
+            self.arm(now)
+
+    def _handle(self, frames: list[bytes]) -> None:
+        """Handle `frames` in order, up to the first that must wait for the connection to go on."""
+        server = self.server
+        dispatch, limits = server.handler_of, server.limits
+        for i, frame in enumerate(frames):
+            try:
+                header, request = decode_request(frame)
+            except UnsupportedVersion as exc:
+                header, request = exc.header, None
+            except ProtocolError as exc:
+                return self.close(f"undecodable request: {exc}")
+            key = header.api_key * 65536 + header.api_version
+            handler = dispatch.get(key, False)
+            if handler is False:
+                handler = dispatch[key] = server.handlers.dispatch(header.api_key, header.api_version)
+            if request is None or handler is None:
+                if header.api_key != API_VERSIONS.key:  # Kafka closes; only ApiVersions answers
+                    return self.close(f"unsupported request: API {header.api_key} v{header.api_version}")
+                self._add(encode_response(RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
+                                                        header.client_id),
+                                          api_versions_response(ErrorCode.UNSUPPORTED_VERSION)))
+                continue
+            answer, waits = handler
+            # a client that does not take its answers gets no more of them computed, nor is
+            # read; nor is one with too many requests waiting
+            if self.bytes > limits.max_queued_reply_bytes:
+                self.flush()
+            if self.bytes > limits.max_queued_reply_bytes or (waits and self.in_flight >= limits.max_in_flight):
+                return self._pause(frames[i:])
+            handling = time.perf_counter()
+            try:
+                body = answer(header, request, self.host)
+            except Exception as exc:  # a bug: close this connection, keep serving the others
+                return self.fail(header.api_key, exc)
+            if type(body) is CoroutineType:
+                # its task started now, with no await before it: a started commit is never dropped
+                # for want of a task
+                reply = _Reply(header)
+                self.replies.append(reply)
+                self.in_flight += 1
+                server.tasks.start_soon(self._finish, reply, body, handling)
+                continue
+            try:
+                self._add(_encoded(header, body, handling))
+            except Exception as exc:
+                return self.fail(header.api_key, exc)
+        self.flush()  # every answer of this read that is ready, in one send
+
+    async def _finish(self, reply: _Reply, answering: CoroutineType, started: float) -> None:
+        if self.closed:
+            answering.close()
+            return
+        with trio.CancelScope() as scope:
+            self.waiting.add(scope)
+            try:
+                body = await answering
+                frame = _encoded(reply.header, body, started)
+            except Exception as exc:  # a bug: close this connection, keep serving the others
+                return self.fail(reply.header.api_key, exc)
+            finally:
+                self.waiting.discard(scope)
+                self.in_flight -= 1
+        if self.closed:
+            return
+        reply.frame = frame
+        self.bytes += len(frame)
+        self.flush()
+        if self.backlog:
+            self._go_on()
+
+    def _add(self, frame: bytes) -> None:
+        self.replies.append(frame)
+        self.bytes += len(frame)
+
+    def _pause(self, frames: list[bytes]) -> None:
+        self.backlog = frames
+        self.until = math.inf
+        self._watch()
+
+    def _go_on(self) -> None:
+        frames, self.backlog = self.backlog, []
+        self._handle(frames)
+        if not self.closed and not self.backlog:
+            self._watch()
+            self.arm(trio.current_time())
+
+    def flush(self) -> None:
+        """Send every answer ready at the head of the line, without blocking."""
+        replies = self.replies
+        out = []
+        while replies:
+            head = replies[0]
+            if type(head) is not bytes:
+                if head.frame is None:
+                    break
+                head = head.frame
+            out.append(head)
+            replies.popleft()
+        if not out or self.closed:
+            return
+        data = b"".join(out)
+        if self.out:  # waiting for the socket: these go after its bytes
+            self.out += data
+            return
+        try:
+            sent = self.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            return self.close("peer went away")
+        self.bytes -= sent
+        if sent < len(data):
+            self.out += memoryview(data)[sent:]
+            self._watch()
+
+    def writable(self) -> None:
+        try:
+            sent = self.sock.send(self.out)
+        except BlockingIOError:
+            return
+        except OSError:
+            return self.close("peer went away")
+        del self.out[:sent]
+        self.bytes -= sent
+        if self.out:
+            return
+        self._watch()
+        self.flush()  # answers made ready while the socket was full
+        if self.backlog and not self.closed:
+            self._go_on()
+
+    def _watch(self) -> None:
+        """Wait for what this connection can use: bytes to read unless paused, room to send if
+        it has bytes the kernel did not take."""
+        mask = (0 if self.backlog else EPOLLIN) | (EPOLLOUT if self.out else 0)
+        if mask != self.mask and not self.closed:
+            self.server.watch(self.fd, mask)
+            self.mask = mask
+
+    def fail(self, api_key: int, exc: Exception) -> None:
+        self.log.error("request handler failed", api_key=api_key, exc_info=exc)
+        self.close("request handler failed")
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.server.forget(self)
+        for scope in self.waiting:
+            scope.cancel()
+        self.sock.close()
+        if reason not in _PEER_CLOSED:
+            metrics.CONNECTIONS_CLOSED.labels(reason.split(":")[0]).inc()
+        self.log.info("connection closed", reason=reason)
+
+
+def _encoded(header: RequestHeader, body, started: float) -> bytes:
+    """The answer's frame, counted and timed (from the request decoded) in the metrics."""
+    frame = encode_response(header, body)
+    metrics.observe_request(header.api_key, body, time.perf_counter() - started)
+    return frame
+
+
+class _Reply:
+    __slots__ = ("frame", "header")
+
+    def __init__(self, header: RequestHeader):
+        self.header = header
+        self.frame: bytes | None = None
