@@ -14,15 +14,16 @@ back off, and the coordinator goes on serving; the next batch tries again.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import shutil
 import time
 from collections import deque
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
 import trio
 
 from . import logs, metrics
@@ -32,8 +33,17 @@ SCHEMA_VERSION = 1
 
 def timestamp(epoch_s: float) -> str:
     """RFC 3339, UTC, milliseconds: 2026-11-23T07:58:01.123Z."""
-    moment = datetime.fromtimestamp(epoch_s, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return timestamp_ms(int(epoch_s * 1000))
+
+
+def timestamp_ms(epoch_ms: int) -> str:
+    """`timestamp` of a time in milliseconds; the date and time of day rendered once per second."""
+    return f"{_second(epoch_ms // 1000)}{epoch_ms % 1000:03d}Z"
+
+
+@lru_cache(maxsize=1 << 12)
+def _second(epoch_s: int) -> str:
+    return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.")
 
 
 class EventSink(Protocol):
@@ -59,7 +69,7 @@ class EventLog:
         self.max_age = max_age
         self.compress = compress
         self.queue_limit = queue_limit
-        self._queue: deque[str] = deque()
+        self._queue: deque[bytes] = deque()
         self._wake = trio.Event()
         self._fd: int | None = None  # the file being written; only the worker thread touches it
         self._path: Path | None = None
@@ -74,7 +84,7 @@ class EventLog:
             return
         event = {"v": SCHEMA_VERSION, "ts": timestamp(time.time()), "instance": self.instance,
                  "type": type_, "group": group, **fields}
-        self._queue.append(json.dumps(event, separators=(",", ":")) + "\n")
+        self._queue.append(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
         self._wake.set()
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -104,7 +114,7 @@ class EventLog:
 
     # -- in the worker thread -------------------------------------------------------------
 
-    def _write(self, lines: list[str], now: float) -> None:
+    def _write(self, lines: list[bytes], now: float) -> None:
         try:
             if self._fd is not None and (self._size >= self.max_bytes or now - self._opened >= self.max_age):
                 self._close(self.compress)
@@ -112,7 +122,7 @@ class EventLog:
                 return
             if self._fd is None:
                 self._open(now)
-            data = "".join(lines).encode()
+            data = b"".join(lines)
             try:
                 written = 0
                 while written < len(data):  # os.write may write part of it

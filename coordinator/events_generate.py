@@ -45,12 +45,11 @@ import uuid
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
 from operator import itemgetter
 from pathlib import Path
 
 from .assignors import BUILT_IN, MemberSubscription
-from .events import SCHEMA_VERSION, timestamp
+from .events import SCHEMA_VERSION, timestamp_ms
 from .cluster.placement import DEFAULT_GROUP_PARTITIONS, partition_for
 
 MAX_GROUPS = 1_000_000
@@ -151,16 +150,6 @@ def generate(directory: Path, options: Options, force: bool = False) -> Summary:
     return Summary(events, len(paths), sum(p.stat().st_size for p in paths), time.perf_counter() - began)
 
 
-@lru_cache(maxsize=1 << 12)
-def _second(epoch_s: int) -> str:
-    """'2026-11-23T07:54:05.': coordinator.events.timestamp's rendering, once per second."""
-    return timestamp(epoch_s)[:-4]
-
-
-def _ts(ms: int) -> str:
-    return f"{_second(ms // 1000)}{ms % 1000:03d}Z"
-
-
 def _q(value: str | None) -> str:
     return json.dumps(value)
 
@@ -234,7 +223,7 @@ class _Fleet:
                     events.append((when, others[p % len(others)], f'"type":"ownership_gained","group":null,'
                                                                   f'"partition":{p},"epoch":{epochs[p] + 2},'
                                                                   '"reason":"handover"'))
-        return [(ts, n, f'{{"v":{SCHEMA_VERSION},"ts":"{_ts(ts)}","instance":{n},{body}}}\n')
+        return [(ts, n, f'{{"v":{SCHEMA_VERSION},"ts":"{timestamp_ms(ts)}","instance":{n},{body}}}\n')
                 for ts, n, body in sorted(events, key=itemgetter(0))]
 
     def run(self, files: list[_Files]) -> int:
@@ -356,7 +345,7 @@ class _Group:
 
     def _emit(self, ms: int, type_: str, fields: str) -> None:
         instance = self.instance if ms < self.handover_ms else self.next_instance
-        self.out.append((ms, instance, f'{{"v":{SCHEMA_VERSION},"ts":"{_ts(ms)}","instance":{instance},'
+        self.out.append((ms, instance, f'{{"v":{SCHEMA_VERSION},"ts":"{timestamp_ms(ms)}","instance":{instance},'
                                         f'"type":"{type_}","group":{self.q},{fields}}}\n'))
 
     def _identity(self, flaps: bool, like: _Member | None = None) -> tuple:
