@@ -138,13 +138,16 @@ def encode(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+_PLAIN_METADATA = {"": '""', None: "null"}  # what nearly every commit carries, rendered in advance
+
+
 def encode_shard(entries: dict[int, tuple]) -> bytes:
     """`{"<partition>":[offset,leader_epoch,metadata,commit_ms],...}`, written by hand: the
     offset path's hottest line, several times quicker than json.dumps on the same data."""
     parts = []
     for p in sorted(entries):
         offset, epoch, metadata, ts = entries[p]
-        meta = '""' if metadata == "" else json.dumps(metadata, ensure_ascii=False)
+        meta = _PLAIN_METADATA.get(metadata) or json.dumps(metadata, ensure_ascii=False)
         parts.append(f'"{p}":[{offset:d},{epoch:d},{meta},{ts:d}]')
     return ("{" + ",".join(parts) + "}").encode()
 
