@@ -5,14 +5,16 @@ read. Each costs that client its connection (or a wait), never the others their 
 from __future__ import annotations
 
 import socket
+import struct
+import threading
 import time
 
 import pytest
 
 from coordinator.admin import Connection
-from protocol import RequestHeader, encode_request
+from protocol import RequestHeader, decode_response, encode_request
 from protocol.messages import build
-from protocol.schemas import API_VERSIONS, METADATA
+from protocol.schemas import API_VERSIONS, METADATA, OFFSET_COMMIT, OFFSET_FETCH
 
 from .coordinator_process import CoordinatorProcess
 
@@ -139,6 +141,65 @@ def test_a_client_that_never_reads_its_answers_holds_the_server_to_a_bounded_mem
     # ... while the server held a few MB for them (unbounded, tens of MB in these 5 s)
     assert grown < 16 << 20, grown
     flood.close()
+
+
+def test_a_client_that_reads_late_gets_every_answer_in_order_and_is_served_on(limited):
+    """Answers far over `max_queued_reply_bytes` asked for before any is read: the server
+    stops reading the connection, and goes on when the client reads."""
+    limited.topic("wide", 2000)
+    sock = socket.create_connection(("127.0.0.1", limited.port), timeout=30)
+    count = 400  # about 24 MB of answers: more than the limit and every socket buffer between
+    requests = [encode_request(RequestHeader(METADATA.key, 1, i, "late"),
+                               build(METADATA.request.struct, {"topics": [{"name": "wide"}]}))
+                for i in range(count)]
+    sender = threading.Thread(target=sock.sendall, args=(b"".join(requests),))
+    sender.start()
+    answers = [_answer(sock, METADATA, 1) for _ in range(count)]
+    sender.join(timeout=30)
+    assert [correlation for correlation, _ in answers] == list(range(count))
+    assert all(len(body.topics[0].partitions) == 2000 for _, body in answers)
+    sock.sendall(encode_request(RequestHeader(API_VERSIONS.key, 0, count, "late"),
+                                build(API_VERSIONS.request.struct, {})))
+    assert _answer(sock, API_VERSIONS, 0)[0] == count
+    sock.close()
+
+
+def test_more_waiting_requests_than_a_connection_may_have_are_all_answered_in_order(limited):
+    """300 commits pipelined in one write, each waiting for ZooKeeper: the connection holds
+    100 at a time, reads the rest as they finish, and they land in the order sent."""
+    sock = socket.create_connection(("127.0.0.1", limited.port), timeout=30)
+    count = 300
+
+    def commit(i: int) -> bytes:
+        return encode_request(RequestHeader(OFFSET_COMMIT.key, 8, i, "many"), build(OFFSET_COMMIT.request.struct, {
+            "group_id": "many-waiting", "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": i}]}]}))
+
+    sock.sendall(b"".join(commit(i) for i in range(count)))
+    answers = [_answer(sock, OFFSET_COMMIT, 8) for _ in range(count)]
+    assert [correlation for correlation, _ in answers] == list(range(count))
+    assert {body.topics[0].partitions[0].error_code for _, body in answers} == {0}
+    sock.sendall(encode_request(RequestHeader(OFFSET_FETCH.key, 7, count, "many"), build(
+        OFFSET_FETCH.request.struct, {"group_id": "many-waiting", "topics": [{"name": "t", "partition_indexes": [0]}]})))
+    _, fetched = _answer(sock, OFFSET_FETCH, 7)
+    assert fetched.topics[0].partitions[0].committed_offset == count - 1
+    sock.close()
+
+
+def _answer(sock: socket.socket, api, version: int):
+    """The next answer on `sock`: (correlation id, body)."""
+    size, = struct.unpack(">i", _read(sock, 4))
+    return decode_response(api.key, version, _read(sock, size))
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed by the server")
+        data += chunk
+    return bytes(data)
 
 
 def _rss(process: CoordinatorProcess) -> int:
