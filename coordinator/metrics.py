@@ -66,6 +66,9 @@ OFFSET_COMMITS = Counter("groupkeeper_offset_commits_total",
                          registry=REGISTRY)
 OFFSET_COMMIT_PARTITIONS = Counter("groupkeeper_offset_commit_partitions_total",
                                    "Partition offsets committed.", registry=REGISTRY)
+OFFSET_COMMIT_WRITES = Counter("groupkeeper_offset_commit_writes_total",
+                               "ZooKeeper multi() calls that made committed offsets durable; each carries the "
+                               "commits of one group-partition batched together.", registry=REGISTRY)
 OFFSET_COMMIT_SECONDS = Histogram("groupkeeper_offset_commit_duration_seconds",
                                   "An OffsetCommit's write: from its offsets handed to the store to their being durable in "
                                   "ZooKeeper (batched with other commits of the group-partition).",

@@ -56,6 +56,7 @@ def test_counters_follow_a_group_through_its_life(groupkeeper):
         assert value(one, "groupkeeper_rebalances_total", reason="member joined") == 1
         assert value(one, "groupkeeper_offset_commits_total") == 1
         assert value(one, "groupkeeper_offset_commit_partitions_total") == 3
+        assert value(one, "groupkeeper_offset_commit_writes_total") == 1
         assert value(one, "groupkeeper_offset_commit_duration_seconds_count") == 1
         assert value(one, "groupkeeper_heartbeats_total") == 3
         assert value(one, "groupkeeper_requests_total", api="Heartbeat", error="NONE") == 3

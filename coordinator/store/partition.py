@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import trio
 from kazoo.exceptions import KazooException, NoNodeError
 
-from .. import logs
+from .. import logs, metrics
 from . import layout
 from .bridge import ZooKeeperBridge
 from .multiread import CHILDREN, GET
@@ -87,7 +87,7 @@ class PartitionStore:
         self._confirmed = trio.Event()
         self._confirmed.set()
         self._uncertain: dict[str, set[ShardKey]] = {}  # by group: shards a write of unknown outcome touched
-        self.multis = 0  # multi() calls made for offsets, for the benchmark and metrics
+        self.multis = 0  # multi() calls made for offsets, for the benchmark
         self._closed = False  # handing over: no new writes
         self._writing = 0  # writes accepted and not yet confirmed or failed
         self._idle = trio.Event()
@@ -384,6 +384,7 @@ class PartitionStore:
                 finally:
                     self._in_flight = [a for a in self._in_flight if a is not applied]
                 self.multis += 1
+                metrics.OFFSET_COMMIT_WRITES.inc()
                 for group, topic, updates in applied:
                     self.durable.setdefault(group, {}).setdefault(topic, {}).update(updates)
             else:
