@@ -78,10 +78,8 @@ class Server:
                 with trio.move_on_at(self._deadline):
                     if self._connections:
                         await self._all_closed.wait()
-                for connection in list(self._connections.values()):
-                    connection.close("server stopping")
                 nursery.cancel_scope.cancel()
-        finally:
+        finally:  # grace over, or cancelled: what is still open is closed
             for connection in list(self._connections.values()):
                 connection.close("server stopping")
             self._epoll.close()

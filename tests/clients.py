@@ -103,6 +103,17 @@ def poll_until(condition, *consumers, timeout: float = 45.0) -> None:
             c.poll(timeout_ms=100) if isinstance(c, KafkaConsumer) else c.poll()
 
 
+def read_exactly(sock: socket.socket, n: int) -> bytes:
+    """`n` bytes from `sock`; ConnectionError if the server closes it first."""
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("connection closed by the server")
+        data += chunk
+    return bytes(data)
+
+
 class RawConnection:
     """One connection speaking the protocol through our own codec, one request at a time."""
 
@@ -127,13 +138,7 @@ class RawConnection:
         return response
 
     def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("connection closed by the server")
-            data += chunk
-        return data
+        return read_exactly(self.sock, n)
 
     def close(self) -> None:
         self.sock.close()

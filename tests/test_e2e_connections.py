@@ -16,6 +16,7 @@ from protocol import RequestHeader, decode_response, encode_request
 from protocol.messages import build
 from protocol.schemas import API_VERSIONS, METADATA, OFFSET_COMMIT, OFFSET_FETCH
 
+from .clients import read_exactly
 from .coordinator_process import CoordinatorProcess
 
 
@@ -188,18 +189,8 @@ def test_more_waiting_requests_than_a_connection_may_have_are_all_answered_in_or
 
 def _answer(sock: socket.socket, api, version: int):
     """The next answer on `sock`: (correlation id, body)."""
-    size, = struct.unpack(">i", _read(sock, 4))
-    return decode_response(api.key, version, _read(sock, size))
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the server")
-        data += chunk
-    return bytes(data)
+    size, = struct.unpack(">i", read_exactly(sock, 4))
+    return decode_response(api.key, version, read_exactly(sock, size))
 
 
 def _rss(process: CoordinatorProcess) -> int:
