@@ -65,9 +65,12 @@ async def test_many_concurrent_calls_complete(zookeeper):
 
 
 async def test_connection_loss_and_recovery_reach_trio(tmp_path):
-    server = ZooKeeperServer(tmp_path, free_port(), tick_ms=200)
+    # the restart must come within the session (else the recovery is LOST, then a new
+    # session): 10 s, which a server allows from ticks of 500 ms (20 ticks at most); 4 s was
+    # once outlasted by a restart on a loaded CI machine
+    server = ZooKeeperServer(tmp_path, free_port(), tick_ms=500)
     await trio.to_thread.run_sync(server.start)
-    zk = ZooKeeperBridge(server.connect_string, session_timeout=4.0)
+    zk = ZooKeeperBridge(server.connect_string, session_timeout=10.0)
     states = zk.subscribe_states()
     try:
         await zk.start()
