@@ -2,8 +2,8 @@
 the same order.
 
 Every request is handled inline as its frame arrives, in order; only the part of a request
-that waits (a JoinGroup for its generation, a commit for ZooKeeper) gets a task of its own,
-and its answer keeps its place in the line: a reply waits for the replies before it, and
+that waits gets a task of its own (a JoinGroup for its generation), or a callback (a commit,
+when ZooKeeper confirms it), and its answer keeps its place in the line: a reply waits for the replies before it, and
 every reply ready at once goes out in one send. A connection that has too many waiting
 requests, or too many answers its client has not taken, is paused: the frames it has read
 wait, and it is not read again until it can go on. A frame that cannot be decoded, a size
@@ -16,6 +16,7 @@ import math
 import socket
 import time
 from collections import deque
+from functools import partial
 from select import EPOLLIN, EPOLLOUT
 from types import CoroutineType
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ from protocol.schemas import API_VERSIONS
 
 from . import metrics
 from .handlers import api_versions_response
+from .pending import Answer, Pending
 
 if TYPE_CHECKING:
     from .server import Server
@@ -126,9 +128,15 @@ class Connection:
                 body = answer(header, request, self.host)
             except Exception as exc:  # a bug: close this connection, keep serving the others
                 return self.fail(header.api_key, exc)
+            if type(body) is Pending:  # completed by a callback: its place in the line is kept
+                reply = _Reply(header)
+                self.replies.append(reply)
+                self.in_flight += 1
+                body.on_resolved(partial(self._resolved, reply, handling))
+                continue
             if type(body) is CoroutineType:
-                # its task started now, with no await before it: a started commit is never dropped
-                # for want of a task
+                # its task started now, with no await before it: what the handler began is
+                # never dropped for want of a task
                 reply = _Reply(header)
                 self.replies.append(reply)
                 self.in_flight += 1
@@ -154,8 +162,21 @@ class Connection:
             finally:
                 self.waiting.discard(scope)
                 self.in_flight -= 1
+        if not self.closed:
+            self._ready(reply, frame)
+
+    def _resolved(self, reply: _Reply, started: float, answer: Answer) -> None:
+        self.in_flight -= 1
         if self.closed:
             return
+        try:
+            frame = _encoded(reply.header, answer(), started)
+        except Exception as exc:  # a bug: close this connection, keep serving the others
+            return self.fail(reply.header.api_key, exc)
+        self._ready(reply, frame)
+
+    def _ready(self, reply: _Reply, frame: bytes) -> None:
+        """A waiting request's answer is made: out with those before it, and go on if paused."""
         reply.frame = frame
         self.bytes += len(frame)
         self.flush()

@@ -1,16 +1,18 @@
 """One function per API key: a decoded request in, a response message out.
 
 Every handler is called inline by the server, in the order the connection's requests
-came, and returns the response, or a coroutine that will produce it (a JoinGroup waits for
-its generation, a commit for ZooKeeper); the server runs that in a task of its own. What a
-handler does before returning happens in request order: a commit is queued for its write
-then, so pipelined commits land in the order they were sent.
+came, and returns the response; or a coroutine that will produce it (a JoinGroup waits for
+its generation), which the server runs in a task of its own; or a `Pending` answer that a
+callback completes (a commit, when ZooKeeper confirms its batch), which costs no task.
+What a handler does before returning happens in request order: a commit is queued for its
+write then, so pipelined commits land in the order they were sent.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 
 from protocol import ErrorCode, messages as m
 from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
@@ -22,6 +24,7 @@ from .cluster.membership import Instance
 from .cluster.ownership import Coordinator, Owned
 from .errors import store_error_code
 from .groups.state import GroupState
+from .pending import Pending
 from .store.fence import NotOwner, StoreError, StoreUnavailable
 from .store.registry import TopicRegistry
 
@@ -224,20 +227,21 @@ class Handlers:
                    for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in refused}
         if not entries:
             return answer(lambda topic, p: refused.get((topic, p), E.NONE))
+        pending, started = Pending(), time.perf_counter()
+
+        def done(error: Exception | None) -> None:
+            pending.resolve(partial(self._committed, request, entries, refused, answer, started, error))
         try:
-            commit = route.store.submit(request.group_id, entries)
+            route.store.submit(request.group_id, entries, done)
         except (NotOwner, StoreUnavailable, StoreError) as exc:
             code = store_error_code(exc)
             return answer(lambda topic, p: code)
-        return self._committed(route, commit, request, entries, refused, answer)
+        return pending
 
-    async def _committed(self, route: Owned, commit, request, entries, refused, answer):
-        """The second half of a commit: once it is durable (or failed), the answer."""
-        started = time.perf_counter()
-        try:
-            await route.store.committed(commit)
-        except (NotOwner, StoreUnavailable, StoreError) as exc:
-            code = store_error_code(exc)
+    def _committed(self, request, entries, refused, answer, started: float, error: Exception | None):
+        """The second half of a commit: its answer once it is durable, or has failed."""
+        if error is not None:
+            code = store_error_code(error)
             return answer(lambda topic, p: code)
         metrics.OFFSET_COMMITS.inc()
         metrics.OFFSET_COMMIT_PARTITIONS.inc(len(entries))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import signal
 import time
-from collections import deque
+from functools import partial
 
 import pytest
 import trio
@@ -17,6 +17,7 @@ from coordinator.store.bridge import ZooKeeperBridge
 from coordinator.store.fence import NotOwner, StoreError, StoreUnavailable, acquire
 from coordinator.store.partition import CommitTooLarge, PartitionStore
 from coordinator.store.session import SessionGuard
+from coordinator.store.writer import OffsetWriter
 from coordinator.store.zkserver import ZooKeeperServer
 from coordinator.store.zkserver import free_port
 
@@ -32,7 +33,9 @@ async def _bridge(connect: str, timeout: float = 4.0) -> ZooKeeperBridge:
 
 
 async def _owner(zk: ZooKeeperBridge, partition: int, nursery, guard=None) -> PartitionStore:
-    store = PartitionStore(zk, (await acquire(zk, partition, 1))[0], guard)
+    writer = OffsetWriter(zk)
+    await nursery.start(writer.run)
+    store = PartitionStore(zk, writer, (await acquire(zk, partition, 1))[0], guard)
     await store.load()
     await nursery.start(store.run_writer)
     return store
@@ -50,7 +53,7 @@ async def test_group_metadata_and_offsets_read_back_by_a_new_owner(zookeeper):
                                                        ("t", 9): (7, -1, None, 1001)})
             await store.commit_offsets("standalone", {("u.v", 3): (1, -1, "", 1002)})
             nursery.cancel_scope.cancel()
-        loaded = await PartitionStore(zk, store.fence).load()
+        loaded = await PartitionStore(zk, store.writer, store.fence).load()
         assert loaded.groups == {"orders/eu.1": meta}
         assert loaded.offsets == {"orders/eu.1": {"t": {0: (42, 5, "meta", 1000), 9: (7, -1, None, 1001)}},
                                   "standalone": {"u.v": {3: (1, -1, "", 1002)}}}
@@ -81,7 +84,7 @@ async def test_a_group_record_larger_than_a_znode_is_written_in_chunks_and_read_
             await store.write_group("big", first)
             assert len(chunks()) >= 2 and all(name.startswith("1-") for name in chunks())
             nursery.cancel_scope.cancel()
-        again = PartitionStore(zk, store.fence)
+        again = PartitionStore(zk, store.writer, store.fence)
         assert (await again.load()).groups == {"big": first}
 
         # a sequence cut short (its owner died between chunks) left a chunk no record names
@@ -89,19 +92,19 @@ async def test_a_group_record_larger_than_a_znode_is_written_in_chunks_and_read_
         second = {"generation": 2, "members": members(300)}
         await again.write_group("big", second)
         assert len(chunks()) >= 2 and all(name.startswith("8-") for name in chunks())
-        assert (await PartitionStore(zk, store.fence).load()).groups == {"big": second}
+        assert (await PartitionStore(zk, store.writer, store.fence).load()).groups == {"big": second}
 
         small = {"generation": 3, "members": [{"id": "m1"}]}
         await again.write_group("big", small)  # fits one znode again: the chunks go
         assert chunks() == []
-        third = PartitionStore(zk, store.fence)
+        third = PartitionStore(zk, store.writer, store.fence)
         assert (await third.load()).groups == {"big": small}
 
         await third.write_group("big", second)
         await trio.to_thread.run_sync(client.create, f"{record}/99-0", b"junk")
         plain = {"generation": 4, "members": []}  # as written before records were compressed
         await trio.to_thread.run_sync(client.set, layout.group_path(partition, "big"), layout.encode(plain))
-        fourth = PartitionStore(zk, store.fence)
+        fourth = PartitionStore(zk, store.writer, store.fence)
         assert (await fourth.load()).groups == {"big": plain}
         await fourth.delete_group("big")  # lists the record first
         assert not client.exists(layout.group_path(partition, "big"))
@@ -121,20 +124,24 @@ async def test_what_fetch_reads_never_goes_back_behind_an_acknowledged_commit(zo
         async with trio.open_nursery() as nursery:
             store = await _owner(zk, partition, nursery)
 
+            acknowledged = []
+
+            def done(worker: int, seq: int, in_flight: trio.Semaphore, error) -> None:
+                assert error is None
+                acknowledged.append(seq)
+                read = store.durable["g"]["t"][worker][0]  # what OffsetFetch reads, when acknowledged
+                if read < seq:
+                    behind.append((worker, seq, read))
+                in_flight.release()
+
             async def committer(worker: int):  # pipelined, as a client's commits are: 3 in flight
-                in_flight = deque()
+                in_flight = trio.Semaphore(3)
                 for seq in range(1, 301):
-                    in_flight.append((seq, store.submit("g", {("t", worker): (seq, -1, "", seq)})))
-                    if len(in_flight) < 3:
-                        await trio.sleep(0)  # the writer takes what is queued: the next goes in a later multi
-                        continue
-                    acked, commit = in_flight.popleft()
-                    await store.committed(commit)
-                    read = store.durable["g"]["t"][worker][0]
-                    if read < acked:
-                        behind.append((worker, acked, read))
-                for _, commit in in_flight:
-                    await store.committed(commit)
+                    await in_flight.acquire()
+                    store.submit("g", {("t", worker): (seq, -1, "", seq)}, partial(done, worker, seq, in_flight))
+                    await trio.sleep(0)  # the writer takes what is queued: the next goes in a later multi
+                for _ in range(3):
+                    await in_flight.acquire()
 
             async def busy():  # a saturated serving thread: ZooKeeper's answers arrive together
                 while True:
@@ -146,6 +153,7 @@ async def test_what_fetch_reads_never_goes_back_behind_an_acknowledged_commit(zo
                     workers.start_soon(committer, worker)
                 nursery.start_soon(busy)
             nursery.cancel_scope.cancel()
+        assert len(acknowledged) == 8 * 300
         assert behind == []
     finally:
         await zk.stop()
@@ -211,12 +219,61 @@ async def test_fencing_a_zombie_owner_writes_nothing(zookeeper):
                 await old.write_group("zombie-group", {"generation": 1})
             nursery.cancel_scope.cancel()
 
-        loaded = await PartitionStore(b, new.fence).load()
+        loaded = await PartitionStore(b, new.writer, new.fence).load()
         assert loaded.groups == {"g": {"generation": 1}}
         assert loaded.offsets == {"g": {"t": {0: (10, -1, "", 1)}}}
     finally:
         await a.stop()
         await b.stop()
+
+
+@pytest.mark.parametrize("fenced_first", [False, True])
+async def test_one_fenced_group_partition_fails_alone_in_a_shared_multi(zookeeper, fenced_first):
+    """Commits of two group-partitions go in one multi() of the instance's writer; one of them
+    has been fenced off meanwhile. The multi fails whole: the fenced one's commit fails
+    (NotOwner), the other's (before the failed op: rolled back; after it: a runtime
+    inconsistency) is written again on its own and acknowledged, and lands."""
+    kept_partition, fenced_partition = next(_partitions), next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    client = KazooClient(hosts=zookeeper.connect_string)
+    await trio.to_thread.run_sync(client.start)
+    try:
+        async with trio.open_nursery() as nursery:
+            writer = OffsetWriter(zk)
+            await nursery.start(writer.run)
+            stores = []
+            for partition in (kept_partition, fenced_partition):
+                store = PartitionStore(zk, writer, (await acquire(zk, partition, 1))[0])
+                await store.load()
+                await nursery.start(store.run_writer)
+                stores.append(store)
+            kept, fenced = stores
+            await trio.to_thread.run_sync(client.set, layout.epoch_path(fenced_partition), b"")  # the epoch moves on
+            outcomes: dict[str, Exception | None] = {}
+            done = trio.Event()
+
+            def finished(name: str, error: Exception | None) -> None:
+                outcomes[name] = error
+                if len(outcomes) == 2:
+                    done.set()
+            before = writer.multis
+            submits = [lambda: kept.submit("g", {("t", 0): (7, -1, "", 1)}, partial(finished, "kept")),
+                       lambda: fenced.submit("h", {("t", 0): (8, -1, "", 1)}, partial(finished, "fenced"))]
+            for submit in reversed(submits) if fenced_first else submits:
+                submit()  # no checkpoint between: one turn, one multi
+            with trio.fail_after(10):
+                await done.wait()
+            assert isinstance(outcomes["fenced"], NotOwner)
+            assert outcomes["kept"] is None
+            assert writer.multis - before == 2  # the shared multi, then the kept one's again
+            assert kept.durable == {"g": {"t": {0: (7, -1, "", 1)}}}
+            nursery.cancel_scope.cancel()
+        loaded = await PartitionStore(zk, writer, kept.fence).load()
+        assert loaded.offsets == {"g": {"t": {0: (7, -1, "", 1)}}}
+        assert await trio.to_thread.run_sync(client.exists, layout.group_path(fenced_partition, "h")) is None
+    finally:
+        await trio.to_thread.run_sync(client.stop)
+        await zk.stop()
 
 
 async def test_concurrent_commits_are_flushed_together(zookeeper):
@@ -229,9 +286,9 @@ async def test_concurrent_commits_are_flushed_together(zookeeper):
                 for i in range(200):
                     commits.start_soon(store.commit_offsets, f"g{i % 5}",
                                        {("t", p): (i, -1, "", i) for p in range(10)})
-            assert store.multis < 20  # 200 requests, a handful of multi() calls
+            assert store.writer.multis < 20  # 200 requests, a handful of multi() calls
             nursery.cancel_scope.cancel()
-        loaded = await PartitionStore(zk, store.fence).load()
+        loaded = await PartitionStore(zk, store.writer, store.fence).load()
         assert sum(len(p) for topics in loaded.offsets.values() for p in topics.values()) == 50
     finally:
         await zk.stop()
@@ -247,7 +304,7 @@ async def test_large_commits_stay_under_the_size_limit(zookeeper):
             store.max_metadata_bytes = 300 * 4096
             entries = {("big", p): (p, -1, metadata, 1) for p in range(300)}
             await store.commit_offsets("g", entries)  # about 3.7 MB of shards in all
-            assert store.multis > 1
+            assert store.writer.multis > 1
             nursery.cancel_scope.cancel()
         topic = layout.topic_offsets_path(partition, "g", "big")
         shards = await zk.get_children(topic)
@@ -255,7 +312,7 @@ async def test_large_commits_stay_under_the_size_limit(zookeeper):
         for shard in shards:
             data, _ = await zk.get(f"{topic}/{shard}")
             assert len(data) < layout.MAX_REQUEST_BYTES
-        loaded = await PartitionStore(zk, store.fence).load()
+        loaded = await PartitionStore(zk, store.writer, store.fence).load()
         assert loaded.offsets["g"]["big"] == {p: (p, -1, metadata, 1) for p in range(300)}
     finally:
         await zk.stop()
@@ -275,7 +332,7 @@ async def test_metadata_of_any_characters_fits_and_a_group_is_bounded_in_all(zoo
             await store.commit_offsets("g", {("t", p): (4, -1, None, 4) for p in range(8)})  # frees 8
             await store.commit_offsets("g", {("u", p): (3, -1, hostile, 3) for p in range(8)})
             nursery.cancel_scope.cancel()
-        loaded = await PartitionStore(zk, store.fence).load()
+        loaded = await PartitionStore(zk, store.writer, store.fence).load()
         assert loaded.offsets["g"]["t"] == {p: (2, -1, hostile, 2) if p >= 8 else (4, -1, None, 4) for p in range(64)}
         assert loaded.offsets["g"]["u"] == {p: (3, -1, hostile, 3) for p in range(8)}
     finally:
@@ -399,10 +456,10 @@ async def test_a_commit_zookeeper_refuses_fails_alone_and_its_batch_neighbours_a
                 commits.start_soon(commit, "poison", 99)
             assert outcomes.pop("poison") == "StoreError"
             assert set(outcomes.values()) == {"ok"} and len(outcomes) == 20
-            assert store.multis >= 20  # the refused batch was written again, one commit each
+            assert store.writer.multis >= 20  # the refused batch was written again, one commit each
             await store.commit_offsets("g0", {("t", 1): (5, -1, "", 2)})  # rebuilds g0's shard
             nursery.cancel_scope.cancel()
-        loaded = await PartitionStore(zk, store.fence).load()
+        loaded = await PartitionStore(zk, store.writer, store.fence).load()
         assert loaded.offsets.pop("poison") == {"t": {}}  # as it was created behind the owner's back
         assert {g: o["t"][0][0] for g, o in loaded.offsets.items()} == {f"g{i}": i for i in range(20)}
         assert loaded.offsets["g0"]["t"][1][0] == 5
@@ -419,7 +476,7 @@ async def test_empty_group_ids_and_topic_names_are_stored_as_kafka_accepts_them(
             await store.commit_offsets("", {("", 0): (7, -1, "", 1), ("t", 1): (8, -1, "", 1)})
             await store.write_group("", {"generation": 0})
             nursery.cancel_scope.cancel()
-        loaded = await PartitionStore(zk, store.fence).load()
+        loaded = await PartitionStore(zk, store.writer, store.fence).load()
         assert loaded.offsets == {"": {"": {0: (7, -1, "", 1)}, "t": {1: (8, -1, "", 1)}}}
         assert loaded.groups == {"": {"generation": 0}}
     finally:

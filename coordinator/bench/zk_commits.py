@@ -3,8 +3,9 @@
 Three ways of storing the same commits, in one run against the same local ZooKeeper, each
 with the same number of concurrent committers (one per group, 10 partitions a request):
 
-- group commit: the store's writer (`PartitionStore`), which flushes every commit that
-  arrived while the previous multi() was in flight in one fenced multi();
+- group commit: the stores (`PartitionStore`) of the group-partitions a coordinator spreads
+  the groups over, with the instance's writer (`OffsetWriter`), which writes every commit
+  that arrived while the previous batch was in flight in as few multi() calls as it can;
 - multi per request: each request its own fenced multi(), all in flight at once;
 - write per partition: each partition offset its own setData(), unfenced, all in flight.
 
@@ -23,10 +24,12 @@ import time
 
 import trio
 
+from ..cluster.placement import DEFAULT_GROUP_PARTITIONS, partition_for
 from ..store import layout
 from ..store.bridge import ZooKeeperBridge
 from ..store.fence import Fence, acquire, fenced_commit
 from ..store.partition import PartitionStore
+from ..store.writer import OffsetWriter
 from ..store.zkserver import ZooKeeperServer, free_port
 
 PARTITIONS_PER_REQUEST = 10
@@ -58,15 +61,36 @@ async def _run_for(seconds: float, committers: int, commit_once) -> float:
     return done / (trio.current_time() - start)
 
 
-async def _group_commit(zk: ZooKeeperBridge, partition: int, seconds: float, committers: int):
-    store = PartitionStore(zk, (await acquire(zk, partition, BENCH_INSTANCE))[0])
-    await store.load()
+class _Owner:
+    """Group-partitions `first`.. `first + DEFAULT_GROUP_PARTITIONS - 1` owned as a coordinator
+    owns its own, with one writer; each group's commits go to the store a coordinator would
+    place it in."""
+
+    def __init__(self, zk: ZooKeeperBridge, first: int):
+        self.zk = zk
+        self.first = first
+        self.writer = OffsetWriter(zk)
+        self.stores: list[PartitionStore] = []
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        await nursery.start(self.writer.run)
+        for n in range(DEFAULT_GROUP_PARTITIONS):
+            store = PartitionStore(self.zk, self.writer, (await acquire(self.zk, self.first + n, BENCH_INSTANCE))[0])
+            await store.load()
+            await nursery.start(store.run_writer)
+            self.stores.append(store)
+
+    async def commit(self, group: str, entries: dict) -> None:
+        await self.stores[partition_for(group, DEFAULT_GROUP_PARTITIONS)].commit_offsets(group, entries)
+
+
+async def _group_commit(zk: ZooKeeperBridge, first: int, seconds: float, committers: int):
+    owner = _Owner(zk, first)
     async with trio.open_nursery() as nursery:
-        await nursery.start(store.run_writer)
-        rate = await _run_for(seconds, committers,
-                              lambda w, seq: store.commit_offsets(f"g{w}", _entries(seq)))
+        await owner.start(nursery)
+        rate = await _run_for(seconds, committers, lambda w, seq: owner.commit(f"g{w}", _entries(seq)))
         nursery.cancel_scope.cancel()
-    return rate, store.multis
+    return rate, owner.writer.multis
 
 
 async def _prepare_shards(zk: ZooKeeperBridge, fence: Fence, committers: int) -> None:
@@ -106,20 +130,19 @@ async def _write_per_partition(zk: ZooKeeperBridge, partition: int, seconds: flo
     return await _run_for(seconds, committers, commit_once)
 
 
-async def _latency(zk: ZooKeeperBridge, partition: int, rate: float, seconds: float, groups: int):
-    store = PartitionStore(zk, (await acquire(zk, partition, BENCH_INSTANCE))[0])
-    await store.load()
+async def _latency(zk: ZooKeeperBridge, first: int, rate: float, seconds: float, groups: int):
+    owner = _Owner(zk, first)
     latencies: list[float] = []
     async with trio.open_nursery() as nursery:
-        await nursery.start(store.run_writer)
+        await owner.start(nursery)
         async with trio.open_nursery() as warm_up:  # steady state: every shard exists
             for g in range(groups):
-                warm_up.start_soon(store.commit_offsets, f"g{g}", _entries(0))
-        multis_before = store.multis
+                warm_up.start_soon(owner.commit, f"g{g}", _entries(0))
+        multis_before = owner.writer.multis
         gc.freeze()  # as the daemon does once loaded: long-lived objects leave the GC's scans
 
         async def one(i: int, scheduled: float) -> None:
-            await store.commit_offsets(f"g{i % groups}", _entries(i))
+            await owner.commit(f"g{i % groups}", _entries(i))
             latencies.append(trio.current_time() - scheduled)
 
         async with trio.open_nursery() as requests:
@@ -139,19 +162,19 @@ async def _latency(zk: ZooKeeperBridge, partition: int, rate: float, seconds: fl
         return latencies[min(len(latencies) - 1, math.ceil(q * len(latencies)) - 1)] * 1000
 
     return {"offered_requests_per_s": rate, "achieved_requests_per_s": round(len(latencies) / elapsed),
-            "requests": len(latencies), "multis": store.multis - multis_before, "p50_ms": round(pct(0.50), 2),
+            "requests": len(latencies), "multis": owner.writer.multis - multis_before, "p50_ms": round(pct(0.50), 2),
             "p99_ms": round(pct(0.99), 2), "max_ms": round(latencies[-1] * 1000, 2)}
 
 
 async def _bench(hosts: str, seconds: float, committers: int, rate: float) -> dict:
     zk = ZooKeeperBridge(hosts, session_timeout=30.0)
     await zk.start()
-    run_id = int(time.time() * 1000) % 1_000_000 * 10  # fresh group-partitions on a reused ensemble
+    run_id = _run_id()  # fresh group-partitions on a reused ensemble
     try:
-        group_rate, multis = await _group_commit(zk, run_id + 1, seconds, committers)
-        multi_rate = await _multi_per_request(zk, run_id + 2, seconds, committers)
-        flat_rate = await _write_per_partition(zk, run_id + 3, seconds, committers)
-        latency = await _latency(zk, run_id + 4, rate, seconds, groups=1000)
+        group_rate, multis = await _group_commit(zk, run_id, seconds, committers)
+        multi_rate = await _multi_per_request(zk, run_id + 2 * DEFAULT_GROUP_PARTITIONS, seconds, committers)
+        flat_rate = await _write_per_partition(zk, run_id + 2 * DEFAULT_GROUP_PARTITIONS + 1, seconds, committers)
+        latency = await _latency(zk, run_id + DEFAULT_GROUP_PARTITIONS, rate, seconds, groups=1000)
     finally:
         await zk.stop()
     per = PARTITIONS_PER_REQUEST
@@ -173,9 +196,14 @@ async def _group_commit_only(hosts: str, seconds: float, committers: int) -> flo
     zk = ZooKeeperBridge(hosts, session_timeout=30.0)
     await zk.start()
     try:
-        return (await _group_commit(zk, int(time.time() * 1000) % 1_000_000 * 10 + 5, seconds, committers))[0]
+        return (await _group_commit(zk, _run_id(), seconds, committers))[0]
     finally:
         await zk.stop()
+
+
+def _run_id() -> int:
+    """The first group-partition of a run: runs against one ensemble never share one."""
+    return int(time.time() * 1000) % 1_000_000 * 4 * DEFAULT_GROUP_PARTITIONS
 
 
 def group_commit_rate(zookeeper: str, seconds: float, committers: int) -> float:

@@ -42,6 +42,7 @@ from ..groups.state import GroupState
 from ..store.bridge import ZooKeeperBridge
 from ..store.fence import Fence, NotOwner, Previous, StoreError, StoreUnavailable, release
 from ..store.partition import PartitionStore
+from ..store.writer import OffsetWriter
 from ..store.registry import TopicRegistry
 from ..store.session import SessionGuard
 from .handover import take
@@ -85,6 +86,7 @@ class Coordinator:
         self.assignors = assignors
         self.strict = strict
         self.events = events
+        self.writer = OffsetWriter(zk)  # every owned group-partition's offset writes
         self.group_partitions = 0  # known once running
         self.placement: Placement | None = None
         self.owned: dict[int, Owned] = {}
@@ -168,6 +170,7 @@ class Coordinator:
         changes = self.registry.subscribe()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await nursery.start(self.writer.run)
             await nursery.start(self.membership.run)
             await nursery.start(self.placement.run)
             self._reconcile()  # before started(): from now on, what is placed here is being taken
@@ -219,7 +222,7 @@ class Coordinator:
                     return  # placed elsewhere before it could be taken
                 slot.fence, previous = taken
                 reason = _gained_reason(previous, self.instance_id)
-                store = PartitionStore(self.zk, slot.fence, self.guard,
+                store = PartitionStore(self.zk, self.writer, slot.fence, self.guard,
                                        self.group_config.max_offset_metadata_bytes)
                 owned = slot.owned = Owned(store, GroupSet(
                     self.group_config, self.assignors, self._partitions_of, store.write_group, self.strict,

@@ -14,17 +14,18 @@ connected, read from kazoo's connection handshake.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError
-from kazoo.protocol.serialization import Create
+from kazoo.protocol.serialization import Create, Transaction
 from kazoo.security import OPEN_ACL_UNSAFE
 from kazoo.protocol.states import KazooState
 
-from .. import metrics
+from .. import logs, metrics
 from .multiread import MultiRead
 
 _SECONDS = {op: metrics.ZOOKEEPER_SECONDS.labels(op) for op in
@@ -149,6 +150,15 @@ class ZooKeeperBridge:
         _SECONDS[op].observe(trio.current_time() - started)
         return async_result.get_nowait()
 
+    def send(self, operations: list, on_done: Callable[[Any], None]) -> None:
+        """Submit a multi() of kazoo operations (a transaction's `operations`) and return at
+        once: `on_done` gets its result list, or the exception kazoo met, in trio's thread.
+        kazoo's connection thread hands the outcome straight to `run_sync_soon`, without
+        kazoo's completion thread between and without a task woken for it; outcomes come in
+        the order the multis were sent (one session answers in order, and `run_sync_soon`
+        keeps it)."""
+        self.client._call(Transaction(operations), _Delivery(self._token, on_done))
+
     def _submit(self, request):
         """Send a request object kazoo has no method for (its paths taken as they are, the
         chroot not prepended); its IAsyncResult."""
@@ -191,6 +201,42 @@ class ZooKeeperBridge:
 
     async def ensure_path(self, path: str) -> Any:
         return await self.wait(self.client.ensure_path_async(path), "ensure_path")
+
+
+class _Delivery:
+    """Completed by kazoo as it completes its own asynchronous results (`set`,
+    `set_exception`), on its connection thread; runs `on_done(outcome)` once, in trio."""
+
+    __slots__ = ("delivered", "on_done", "started", "token")
+    log = logs.get("groupkeeper.zookeeper")
+
+    def __init__(self, token: trio.lowlevel.TrioToken, on_done: Callable[[Any], None]):
+        self.token = token
+        self.on_done = on_done
+        self.started = time.perf_counter()
+        self.delivered = False
+
+    def set(self, value: Any = None) -> None:
+        self._deliver(value)
+
+    def set_exception(self, exception: BaseException) -> None:
+        self._deliver(exception)
+
+    def _deliver(self, outcome: Any) -> None:
+        if self.delivered:  # kazoo may fail a request twice when its connection is closing
+            return
+        self.delivered = True
+        try:
+            self.token.run_sync_soon(self._run, outcome)
+        except trio.RunFinishedError:
+            pass
+
+    def _run(self, outcome: Any) -> None:
+        _SECONDS["multi"].observe(time.perf_counter() - self.started)
+        try:
+            self.on_done(outcome)
+        except Exception:  # a bug: logged, not allowed to take trio's run down with it
+            self.log.exception("handling a ZooKeeper answer failed")
 
 
 class Refresher:

@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass
 
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
-                              OperationTimeoutError, RolledBackError, SessionExpiredError)
+                              OperationTimeoutError, RolledBackError, RuntimeInconsistency,
+                              SessionExpiredError)
 
 from . import layout
 from .bridge import ZooKeeperBridge
@@ -38,6 +39,11 @@ class StoreUnavailable(Exception):
 
 class StoreError(Exception):
     """A write that ZooKeeper refused for a reason other than fencing."""
+
+
+class RolledBack(StoreError):
+    """A multi() carrying the writes of several group-partitions failed for another one's
+    part: nothing of this part landed, and it is written again."""
 
 
 _UNCONFIRMED = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)
@@ -116,12 +122,23 @@ async def fenced_commit(zk: ZooKeeperBridge, fence: Fence, txn) -> None:
 
 
 async def confirm(zk: ZooKeeperBridge, fence: Fence, submitted) -> None:
-    """Wait for a submitted fenced multi() (`txn.commit_async()`). kazoo reports a failed op
-    in the result list rather than raising, so every result is inspected."""
-    results = await _results(zk, submitted)
-    if any(isinstance(r, (BadVersionError, NoNodeError)) for r in results[:2]):
+    """Wait for a submitted fenced multi() (`txn.commit_async()`)."""
+    check(fence, await _results(zk, submitted))
+
+
+def check(fence: Fence, outcome) -> None:
+    """Raise what the outcome of a fenced multi(), or of one group-partition's part of one,
+    means: its result list, or the exception kazoo met (no answer: the outcome is unknown).
+    kazoo reports a failed op in the result list rather than raising, so every result is
+    inspected: in a failed multi(), the ops before the one that failed read back as rolled
+    back, those after it as a runtime inconsistency."""
+    if isinstance(outcome, BaseException):
+        raise StoreUnavailable(f"ZooKeeper did not confirm the write: {type(outcome).__name__}")
+    if any(isinstance(r, (BadVersionError, NoNodeError)) for r in outcome[:2]):
         raise NotOwner(f"group-partition {fence.partition}: epoch {fence.epoch} is fenced off")
-    _raise_first_error(results)
+    if outcome and all(isinstance(r, (RolledBackError, RuntimeInconsistency)) for r in outcome):
+        raise RolledBack(f"group-partition {fence.partition}: rolled back with another's write")
+    _raise_first_error(outcome)
 
 
 async def _results(zk: ZooKeeperBridge, submitted) -> list:
@@ -133,7 +150,7 @@ async def _results(zk: ZooKeeperBridge, submitted) -> list:
 
 def _raise_first_error(results: list) -> None:
     for result in results:
-        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+        if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
             raise StoreError(f"ZooKeeper refused the write: {type(result).__name__}")
 
 

@@ -4,55 +4,82 @@ Group metadata is written once per generation, compressed: in one fenced multi()
 one znode; otherwise as chunks under the group's record/ znode, each in a fenced multi() of
 its own, under names no znode there has, then one fenced multi() points the group znode at
 them and deletes the chunks it pointed at before. A reader sees the old record or the new,
-never a mix; chunks of a sequence cut short are deleted by a later one. Offset commits go through a
-group commit: commits that arrive while multi() calls are in flight wait and are flushed
-together in the next one, each shard (SHARD_PARTITIONS partitions of one topic of one
-group) written once with its merged content. A commit is acknowledged only after the
-multi() that carries it succeeded, and every multi() is cut to MAX_REQUEST_BYTES without
-splitting one commit request across two of them (a single request larger than that is
-split by shard; its partitions are then not all-or-nothing).
+never a mix; chunks of a sequence cut short are deleted by a later one.
+
+Offset commits go through a group commit: commits that arrive while this group-partition's
+batch is in flight wait and are written together in its next batch, each shard
+(SHARD_PARTITIONS partitions of one topic of one group) once with its merged content. The
+instance's `OffsetWriter` puts the batches of all its group-partitions in as few multi()
+calls as it can, each cut to MAX_REQUEST_BYTES without splitting one commit request
+across two of them (a single request larger than that is split by shard; its partitions
+are then not all-or-nothing). A commit is acknowledged only after the multi() that
+carries it succeeded.
 
 The owner holds the shards in memory, so writes are whole-znode overwrites, never
 read-modify-write round trips: `durable` is exactly what ZooKeeper confirmed (what
 OffsetFetch may answer), `_latest` adds what is in flight (what the next write builds on,
 so a later multi() never drops an earlier one's values). One session applies multi()
-calls in the order they were sent, and they are sent in the order they were built.
+calls in the order they were sent, and they are sent in the order they were built; a
+group-partition has one batch in flight at most, so one written again (its multi() was
+rolled back for another's part) still lands before the next.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import trio
 from kazoo.exceptions import KazooException, NoNodeError
 
-from .. import logs, metrics
+from .. import logs
 from . import layout
 from .bridge import ZooKeeperBridge
 from .multiread import CHILDREN, GET
-from .fence import Fence, NotOwner, StoreError, StoreUnavailable, confirm, fenced_commit
+from .fence import Fence, NotOwner, RolledBack, StoreError, StoreUnavailable, check, fenced_commit
 from .session import SessionGuard
+from .writer import OffsetWriter, Part
 
 # (offset, leader_epoch, metadata, commit_timestamp_ms): one partition's committed offset
 OffsetEntry = tuple[int, int, str | None, int]
 ShardKey = tuple[str, str, int]  # (group, topic, shard)
-PIPELINE_DEPTH = 2  # offset multi() calls in flight at once
 
 
 class CommitTooLarge(StoreError):
     """A commit that would take its group's offset metadata over its bound: INVALID_COMMIT_OFFSET_SIZE."""
 
 
-@dataclass
+@dataclass(eq=False, slots=True)
 class _Commit:
     group: str
     entries: dict[tuple[str, int], OffsetEntry]
-    done: trio.Event = field(default_factory=trio.Event)
-    error: Exception | None = None
+    on_done: Callable[[Exception | None], None]
     alone: bool = False  # its batch was refused: written in a multi() of its own, so it fails alone
+
+
+@dataclass(eq=False, slots=True)
+class _Batch:
+    """Commits written together: in one multi(), or several when a single commit is too
+    large for one; acknowledged when the last is confirmed, failed at the first that fails.
+    It holds what its multis create and write, not the multis: no reference cycle, so it is
+    freed as soon as it is done rather than by the cyclic collector."""
+    commits: list[_Commit]
+    created: list[list[str]] = field(default_factory=list)  # by multi: the znodes it creates
+    applied: list[list] = field(default_factory=list)  # by multi: (group, topic, {partition: entry})
+    failed: bool = False
+
+
+_UNANSWERED = object()
+
+
+@dataclass(eq=False, slots=True)
+class _Multi:
+    batch: _Batch
+    index: int  # in its batch
+    outcome: object = _UNANSWERED  # its result list, or the exception kazoo met
 
 
 @dataclass
@@ -62,9 +89,10 @@ class Loaded:
 
 
 class PartitionStore:
-    def __init__(self, zk: ZooKeeperBridge, fence: Fence, guard: SessionGuard | None = None,
+    def __init__(self, zk: ZooKeeperBridge, writer: OffsetWriter, fence: Fence, guard: SessionGuard | None = None,
                  max_metadata_bytes: int = 1024 * 1024):
         self.zk = zk
+        self.writer = writer
         self.fence = fence
         self.guard = guard
         self.partition = fence.partition
@@ -80,14 +108,14 @@ class PartitionStore:
         self._listed: set[str] = set()  # groups whose record/ children are all in _chunks
         self._group_writes: dict[str, trio.Lock] = {}  # one record write of a group at a time
         self._queue: list[_Commit] = []
-        self._queued = trio.Event()
+        self._stopped = False  # its writer's part has stopped: nothing more is written
+        self._paths: dict[ShardKey, str] = {}  # each shard's znode path, once computed
+        # the fence's two checks, in bytes of a multi()
+        self._fence_cost = (2 * layout.OP_OVERHEAD + len(layout.epoch_path(self.partition))
+                            + len(layout.owner_path(self.partition)))
+        self._sent: deque[_Multi] = deque()  # multis of the batch in flight, until their outcome is applied
         self._in_flight: list[list] = []  # what each multi() sent and not yet answered applies, in order
-        # set once the last batch sent is confirmed (or failed) here: each batch waits for the
-        # one before it, so what ZooKeeper applied in order is applied to `durable` in order
-        self._confirmed = trio.Event()
-        self._confirmed.set()
         self._uncertain: dict[str, set[ShardKey]] = {}  # by group: shards a write of unknown outcome touched
-        self.multis = 0  # multi() calls made for offsets, for the benchmark
         self._closed = False  # handing over: no new writes
         self._writing = 0  # writes accepted and not yet confirmed or failed
         self._idle = trio.Event()
@@ -304,107 +332,144 @@ class PartitionStore:
         self._latest.pop(group, None)
         self._uncertain.pop(group, None)
         self._listed.discard(group)
+        for key in [key for key in self._paths if key[0] == group]:
+            del self._paths[key]
+            self._shard_bytes.pop(key, None)
 
     # -- offsets --------------------------------------------------------------------------
 
     async def commit_offsets(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> None:
         """Durably store `entries` ((topic, partition) -> entry); returns once ZooKeeper has
         confirmed them. Raises NotOwner, StoreUnavailable or StoreError otherwise."""
-        await self.committed(self.submit(group, entries))
+        done, outcome = trio.Event(), []
 
-    def submit(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> _Commit:
+        def finished(error: Exception | None) -> None:
+            outcome.append(error)
+            done.set()
+        self.submit(group, entries, finished)
+        await done.wait()
+        if outcome[0] is not None:
+            raise outcome[0]
+
+    def submit(self, group: str, entries: dict[tuple[str, int], OffsetEntry],
+               on_done: Callable[[Exception | None], None]) -> None:
         """Queue `entries` for the next write, at once: commits are written in the order they
-        were submitted, so a client's pipelined commits land in the order it sent them. Raises
-        NotOwner, StoreUnavailable or StoreError when it cannot be queued."""
+        were submitted, so a client's pipelined commits land in the order it sent them.
+        `on_done(error)` is called once, in trio's thread, when the commit is durable (None)
+        or has failed (NotOwner, StoreUnavailable or StoreError); nothing waits in a task for
+        it. Raises those errors when the commit cannot be queued."""
         self._check_metadata(group, entries)
         self._begin()
-        commit = _Commit(group, entries)
-        self._queue.append(commit)
-        self._queued.set()
-        return commit
+        self._queue.append(_Commit(group, entries, on_done))
+        self._offer()
 
-    async def committed(self, commit: _Commit) -> None:
-        """Wait until the submitted `commit` is durable; raises what its write met."""
-        try:
-            await commit.done.wait()
-        finally:
-            self._end()
-        if commit.error is not None:
-            raise commit.error
+    def _offer(self) -> None:
+        """Tell the writer when there is a batch to write: commits queued, none in flight."""
+        if self._queue and not self._sent and not self._stopped:
+            self.writer.ready(self)
 
     async def run_writer(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """The group-commit loop. Up to PIPELINE_DEPTH multi() calls are in flight; commits
-        that arrive meanwhile gather into the next batch. Batches are submitted to kazoo from
-        this loop, in order, so ZooKeeper applies them in the order they were built."""
+        """While this runs, the instance's writer writes this group-partition's commits; when
+        it stops (the partition is gone), what ZooKeeper did not answer fails."""
         task_status.started()
-        slots = trio.Semaphore(PIPELINE_DEPTH)
         try:
-            await self._write_batches(slots)
-        finally:  # stopped (the partition is gone): what never reached ZooKeeper fails
-            self._closed = True  # and a commit that comes later is refused, not queued for no one
-            _finish(self._queue, StoreUnavailable("the group-partition stopped before the write"))
-            self._queue = []
+            await trio.sleep_forever()
+        finally:
+            self._closed = self._stopped = True  # a commit that comes later is refused, not queued for no one
+            self.writer.withdraw(self)
+            unanswered = list(dict.fromkeys(multi.batch for multi in self._sent if not multi.batch.failed))
+            self._sent.clear()
+            for batch in unanswered:
+                self._fail(batch, StoreUnavailable("the group-partition stopped before ZooKeeper answered"))
+            queued, self._queue = self._queue, []
+            self._finish(queued, StoreUnavailable("the group-partition stopped before the write"))
 
-    async def _write_batches(self, slots: trio.Semaphore) -> None:
-        async with trio.open_nursery() as nursery:
-            while True:
-                await self._queued.wait()
-                await slots.acquire()
-                batch, self._queue = self._take_batch()
-                if not self._queue:
-                    self._queued = trio.Event()
-                try:
-                    self._check_session()  # not _check_writable: accepted commits are written even when closed
-                    built = self._build(batch)
-                    multis = [(txn.commit_async(), created, applied) for txn, created, applied in built]
-                except (NotOwner, StoreUnavailable, StoreError) as exc:
-                    slots.release()
-                    self._resync_latest()
-                    _finish(batch, exc)
-                    continue
-                self._in_flight += [applied for _, _, applied in multis]
-                previous, self._confirmed = self._confirmed, trio.Event()
-                nursery.start_soon(self._confirm, batch, multis, slots, previous, self._confirmed)
-
-    async def _confirm(self, batch: list[_Commit], multis: list, slots: trio.Semaphore,
-                       previous: trio.Event, confirmed: trio.Event) -> None:
-        """Wait for the batch's multis, after the batch before it (trio may wake the later
-        one first: its older offsets would then overwrite newer ones in `durable`)."""
-        error: Exception | None = StoreUnavailable("the group-partition stopped before ZooKeeper answered")
+    def take(self, budget: int, first: bool) -> list[Part] | None:
+        """The writes of the next batch, for the writer's next multi(): normally one part,
+        several only for a single commit too large for one multi(). None when the batch's
+        first commit does not fit in `budget` bytes and the multi() is not empty (`first`
+        False): it goes in the next. [] when nothing is to be written after all."""
+        commits = self._take_batch(budget, first)
+        if not commits:
+            return None
+        del self._queue[:len(commits)]
         try:
-            await previous.wait()
-            for i, (submitted, created, applied) in enumerate(multis):
-                try:
-                    await confirm(self.zk, self.fence, submitted)
-                except (NotOwner, StoreUnavailable, StoreError) as exc:
-                    for _, later_created, _ in multis[i:]:
-                        self._nodes.difference_update(later_created)
-                    error = exc
-                    break
-                finally:
-                    self._in_flight = [a for a in self._in_flight if a is not applied]
-                self.multis += 1
-                metrics.OFFSET_COMMIT_WRITES.inc()
+            self._check_session()  # not _check_writable: accepted commits are written even when closed
+            built = self._build(commits)
+        except (NotOwner, StoreUnavailable, StoreError) as exc:
+            self._resync_latest()
+            self._finish(commits, exc)
+            self._offer()
+            return []
+        batch = _Batch(commits)
+        parts: list[Part] = []
+        for index, (txn, created, applied, size) in enumerate(built):
+            batch.created.append(created)
+            batch.applied.append(applied)
+            self._in_flight.append(applied)
+            multi = _Multi(batch, index)
+            self._sent.append(multi)
+            parts.append((txn.operations, size, partial(self._answered, multi)))
+        return parts
+
+    def _answered(self, multi: _Multi, outcome) -> None:
+        """A multi()'s outcome, in trio's thread. Outcomes are applied in the order the
+        multis were sent, whatever order they are delivered in: an earlier multi's older
+        offsets must never overwrite a later one's in `durable`."""
+        multi.outcome = outcome
+        sent = self._sent
+        while sent and sent[0].outcome is not _UNANSWERED:
+            self._apply(sent.popleft())
+
+    def _apply(self, multi: _Multi) -> None:
+        batch = multi.batch
+        if batch.failed:  # a multi after the failed one of its batch: its outcome is not used
+            return
+        try:
+            check(self.fence, multi.outcome)
+        except (NotOwner, StoreUnavailable, StoreError) as exc:
+            for created in batch.created[multi.index:]:
+                self._nodes.difference_update(created)
+            return self._fail(batch, exc)
+        applied = batch.applied[multi.index]
+        self._in_flight = [a for a in self._in_flight if a is not applied]
+        durable = self.durable
+        for group, topic, updates in applied:
+            durable.setdefault(group, {}).setdefault(topic, {}).update(updates)
+        if multi.index == len(batch.applied) - 1:
+            self._finish(batch.commits, None)
+            self._offer()
+
+    def _fail(self, batch: _Batch, error: Exception) -> None:
+        """A batch that failed: nothing of it is acknowledged; what later writes build on
+        forgets it; shards it touched are read back before OffsetFetch answers when the
+        outcome is unknown; a refusal is narrowed down to the commit that caused it; a batch
+        rolled back for another's part is written again, first."""
+        batch.failed = True
+        self._sent.clear()  # the rest of its multis: their outcomes are not used
+        failed = {id(applied) for applied in batch.applied}
+        self._in_flight = [a for a in self._in_flight if id(a) not in failed]
+        self._resync_latest()
+        if isinstance(error, StoreUnavailable):  # they may have landed all the same
+            for applied in batch.applied:
                 for group, topic, updates in applied:
-                    self.durable.setdefault(group, {}).setdefault(topic, {}).update(updates)
-            else:
-                error = None
-        finally:  # cancelled too: a waiting commit is never left hanging
-            slots.release()
-            if error is not None:
-                failed = {id(applied) for _, _, applied in multis}
-                self._in_flight = [a for a in self._in_flight if id(a) not in failed]
-                self._resync_latest()
-            if isinstance(error, StoreUnavailable):  # they may have landed all the same
-                for _, _, applied in multis:
-                    for group, topic, updates in applied:
-                        self._uncertain.setdefault(group, set()).update(
-                            (group, topic, p // layout.SHARD_PARTITIONS) for p in updates)
-            if isinstance(error, StoreError) and len(batch) > 1:
-                self._retry_alone(batch)  # one of them was refused: find which, keep the others
-            else:
-                _finish(batch, error)
-            confirmed.set()
+                    self._uncertain.setdefault(group, set()).update(
+                        (group, topic, p // layout.SHARD_PARTITIONS) for p in updates)
+        if isinstance(error, RolledBack):
+            self._queue[:0] = batch.commits
+        elif isinstance(error, StoreError) and len(batch.commits) > 1:
+            self._retry_alone(batch.commits)  # one of them was refused: find which, keep the others
+        else:
+            self._finish(batch.commits, error)
+        self._offer()
+
+    def _finish(self, commits: list[_Commit], error: Exception | None) -> None:
+        for commit in commits:
+            self._end()
+            try:
+                commit.on_done(error)
+            except Exception:  # a bug in one commit's completion: the others still complete
+                self.log.exception("completing a commit failed", group=commit.group)
 
     async def settle(self, group: str) -> None:
         """Read back the shards of `group` that a write of unknown outcome touched (ZooKeeper
@@ -442,37 +507,47 @@ class PartitionStore:
 
     def _retry_alone(self, batch: list[_Commit]) -> None:
         """ZooKeeper refused a batch for what one of its commits holds: each is written again
-        in a multi() of its own, first, so only the culprit fails."""
+        in a batch of its own, first, so only the culprit fails."""
         for commit in batch:
             commit.alone = True
         self._queue[:0] = batch
-        self._queued.set()
 
-    def _take_batch(self) -> tuple[list[_Commit], list[_Commit]]:
-        """As many queued commits as fit in one multi(), oldest first; at least one; a commit
-        to be written alone makes a batch of its own.
+    def _take_batch(self, budget: int, first: bool) -> list[_Commit]:
+        """As many queued commits as fit in `budget` bytes of a multi(), oldest first; at
+        least one if `first` (the multi() is empty), else perhaps none; a commit to be
+        written alone makes a batch of its own.
 
         The size of a shard's write is bounded by its last written size plus a bound for
         every entry the batch puts in it, plus room for its path and two parents."""
-        if self._queue[0].alone:
-            return self._queue[:1], self._queue[1:]
-        size = 0
+        queue = self._queue
+        if queue[0].alone:
+            return queue[:1] if first or self._fence_cost + self._cost(queue[0], set()) <= budget else []
+        size = self._fence_cost
         touched: set[ShardKey] = set()
-        for i, commit in enumerate(self._queue):
+        for i, commit in enumerate(queue):
             if commit.alone:
-                return self._queue[:i], self._queue[i:]
-            cost = 0
-            for (topic, p), entry in commit.entries.items():
-                key = (commit.group, topic, p // layout.SHARD_PARTITIONS)
-                if key not in touched:
-                    touched.add(key)
-                    path = layout.shard_path(self.partition, *key)
-                    cost += self._shard_bytes.get(key, 0) + 3 * (len(path) + layout.OP_OVERHEAD)
-                cost += 64 + 6 * len(entry[2] or "")
-            if i and size + cost > layout.MAX_REQUEST_BYTES:
-                return self._queue[:i], self._queue[i:]
-            size += cost
-        return self._queue, []
+                return queue[:i]
+            size += self._cost(commit, touched)
+            if size > budget and (i or not first):
+                return queue[:i]
+        return queue[:]
+
+    def _cost(self, commit: _Commit, touched: set[ShardKey]) -> int:
+        """What `commit` adds to a batch's multi(), at most, beside the shards in `touched`."""
+        cost = 0
+        for (topic, p), entry in commit.entries.items():
+            key = (commit.group, topic, p // layout.SHARD_PARTITIONS)
+            if key not in touched:
+                touched.add(key)
+                cost += self._shard_bytes.get(key, 0) + 3 * (len(self._path(key)) + layout.OP_OVERHEAD)
+            cost += 64 + 6 * len(entry[2] or "")
+        return cost
+
+    def _path(self, key: ShardKey) -> str:
+        path = self._paths.get(key)
+        if path is None:
+            path = self._paths[key] = layout.shard_path(self.partition, *key)
+        return path
 
     def _check_metadata(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> None:
         """Refuse a commit that would take the group's metadata over its bound. Only commits
@@ -496,8 +571,9 @@ class PartitionStore:
 
     def _build(self, batch: list[_Commit]) -> list:
         """The multi() transactions for a batch, built from everything written or in flight
-        (`_latest`): normally one; several only when a single commit is too large for one.
-        Every shard is encoded before any state changes."""
+        (`_latest`), each with what it creates, writes and its size: normally one; several
+        only when a single commit is too large for one. Every shard is encoded before any
+        state changes."""
         merged: dict[ShardKey, dict[int, OffsetEntry]] = defaultdict(dict)
         for commit in batch:
             for (topic, p), entry in commit.entries.items():
@@ -507,14 +583,15 @@ class PartitionStore:
             content = self._shard(self._latest, key)
             content.update(updates)
             planned.append((key, updates, layout.encode_shard(content)))
-        multis, txn, created, applied, size = [], self.fence.transaction(self.zk), [], [], 0
+        fence = self._fence_cost
+        multis, txn, created, applied, size = [], self.fence.transaction(self.zk), [], [], fence
         for key, updates, data in planned:
             group, topic, _ = key
-            path = layout.shard_path(self.partition, *key)
+            path = self._path(key)
             cost = len(path) * 3 + len(data) + 3 * layout.OP_OVERHEAD
             if applied and size + cost > layout.MAX_REQUEST_BYTES:
-                multis.append((txn, created, applied))
-                txn, created, applied, size = self.fence.transaction(self.zk), [], [], 0
+                multis.append((txn, created, applied, size))
+                txn, created, applied, size = self.fence.transaction(self.zk), [], [], fence
             if path in self._nodes:
                 txn.set_data(path, data)
             else:
@@ -527,7 +604,7 @@ class PartitionStore:
             applied.append((group, topic, updates))
             size += cost
         if applied:
-            multis.append((txn, created, applied))
+            multis.append((txn, created, applied, size))
         return multis
 
     # -- helpers --------------------------------------------------------------------------
@@ -578,9 +655,3 @@ def _absent(read) -> bool:
     if isinstance(read, Exception):
         raise read
     return False
-
-
-def _finish(batch: list[_Commit], error: Exception | None) -> None:
-    for commit in batch:
-        commit.error = error
-        commit.done.set()

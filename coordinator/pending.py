@@ -1,0 +1,34 @@
+"""An answer that a callback completes: what a handler returns when its request waits on
+something that reports by callback (a commit, on its batch's confirmation by ZooKeeper).
+Unlike a coroutine it needs no task, cancel scope or event to wait in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Answer = Callable[[], Any]  # computes the response message; called by the connection
+_UNRESOLVED: Any = object()
+
+
+class Pending:
+    __slots__ = ("_answer", "_deliver")
+
+    def __init__(self) -> None:
+        self._answer: Answer = _UNRESOLVED
+        self._deliver: Callable[[Answer], None] | None = None
+
+    def resolve(self, answer: Answer) -> None:
+        """The answer is ready: `answer()` computes it, where the connection can contain a
+        failure to one connection."""
+        if self._deliver is None:
+            self._answer = answer
+        else:
+            self._deliver(answer)
+
+    def on_resolved(self, deliver: Callable[[Answer], None]) -> None:
+        """Have `deliver(answer)` called once it is resolved (at once if it is already)."""
+        if self._answer is _UNRESOLVED:
+            self._deliver = deliver
+        else:
+            deliver(self._answer)
