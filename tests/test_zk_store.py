@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import signal
 import time
@@ -515,3 +516,37 @@ async def test_a_write_of_unknown_outcome_is_read_back_before_offsets_are_answer
     finally:
         await zk.stop()
         await trio.to_thread.run_sync(server.stop)
+
+
+async def test_a_commit_leaves_no_garbage_for_the_cyclic_collector(zookeeper):
+    """What a commit allocates is freed by reference counting as soon as it is done: cyclic
+    garbage per commit fed the collector, whose pauses took p99 from 9 to 87 ms under load."""
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            await store.commit_offsets("g", {("t", 0): (0, -1, "", 0)})  # the shard exists
+
+            async def commits(count: int) -> None:
+                done = trio.Semaphore(0)
+                for seq in range(count):
+                    store.submit("g", {("t", p): (seq, -1, "", seq) for p in range(10)},
+                                 lambda error: done.release())
+                    if seq % 10 == 9:
+                        await trio.sleep(0)  # batches of several commits, several multis
+                for _ in range(count):
+                    await done.acquire()
+
+            await commits(50)  # warm: whatever is created once
+            gc.collect()
+            gc.disable()
+            try:
+                await commits(500)
+                garbage = gc.collect()
+            finally:
+                gc.enable()
+            assert garbage < 50, f"{garbage} objects in reference cycles after 500 commits"
+            nursery.cancel_scope.cancel()
+    finally:
+        await zk.stop()
