@@ -34,6 +34,7 @@ from functools import partial
 
 import trio
 from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.protocol.serialization import SetData
 
 from .. import logs
 from . import layout
@@ -109,7 +110,8 @@ class PartitionStore:
         self._group_writes: dict[str, trio.Lock] = {}  # one record write of a group at a time
         self._queue: list[_Commit] = []
         self._stopped = False  # its writer's part has stopped: nothing more is written
-        self._paths: dict[ShardKey, str] = {}  # each shard's znode path, once computed
+        self._paths: dict[ShardKey, tuple[str, str]] = {}  # each shard's znode path, and as sent (chroot prefixed)
+        self._checks = fence.transaction(zk).operations  # the fence's two checks, the same in every multi()
         # the fence's two checks, in bytes of a multi()
         self._fence_cost = (2 * layout.OP_OVERHEAD + len(layout.epoch_path(self.partition))
                             + len(layout.owner_path(self.partition)))
@@ -539,15 +541,26 @@ class PartitionStore:
             key = (commit.group, topic, p // layout.SHARD_PARTITIONS)
             if key not in touched:
                 touched.add(key)
-                cost += self._shard_bytes.get(key, 0) + 3 * (len(self._path(key)) + layout.OP_OVERHEAD)
+                cost += self._shard_bytes.get(key, 0) + 3 * (len(self._path(key)[0]) + layout.OP_OVERHEAD)
             cost += 64 + 6 * len(entry[2] or "")
         return cost
 
-    def _path(self, key: ShardKey) -> str:
-        path = self._paths.get(key)
-        if path is None:
-            path = self._paths[key] = layout.shard_path(self.partition, *key)
-        return path
+    def _path(self, key: ShardKey) -> tuple[str, str]:
+        """A shard's znode path, and the path kazoo sends for it (under the connect string's
+        chroot), worked out once: kazoo normalises every path of every op it is given."""
+        paths = self._paths.get(key)
+        if paths is None:
+            path = layout.shard_path(self.partition, *key)
+            probe = self.zk.client.transaction()
+            probe.check(path, 0)
+            paths = self._paths[key] = (path, probe.operations[0].path)
+        return paths
+
+    def _transaction(self):
+        """A multi() beginning with the fence's checks (`Fence.transaction`, built once)."""
+        txn = self.zk.client.transaction()
+        txn.operations += self._checks
+        return txn
 
     def _check_metadata(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> None:
         """Refuse a commit that would take the group's metadata over its bound. Only commits
@@ -584,16 +597,16 @@ class PartitionStore:
             content.update(updates)
             planned.append((key, updates, layout.encode_shard(content)))
         fence = self._fence_cost
-        multis, txn, created, applied, size = [], self.fence.transaction(self.zk), [], [], fence
+        multis, txn, created, applied, size = [], self._transaction(), [], [], fence
         for key, updates, data in planned:
             group, topic, _ = key
-            path = self._path(key)
+            path, sent_as = self._path(key)
             cost = len(path) * 3 + len(data) + 3 * layout.OP_OVERHEAD
             if applied and size + cost > layout.MAX_REQUEST_BYTES:
                 multis.append((txn, created, applied, size))
-                txn, created, applied, size = self.fence.transaction(self.zk), [], [], fence
+                txn, created, applied, size = self._transaction(), [], [], fence
             if path in self._nodes:
-                txn.set_data(path, data)
+                txn.operations.append(SetData(sent_as, data, -1))
             else:
                 self._create_parents(txn, path, created)
                 txn.create(path, data)
