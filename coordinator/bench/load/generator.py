@@ -45,6 +45,7 @@ from . import profile
 VERSIONS = {HEARTBEAT.key: 4, JOIN_GROUP.key: 9, SYNC_GROUP.key: 5, OFFSET_COMMIT.key: 8, OFFSET_FETCH.key: 8}
 CLIENT_ID = "groupkeeper-bench"
 ADDRESSES_PER_SOURCE = 20_000  # connections from one loopback source address (ephemeral ports)
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linux's value
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _HEARTBEAT_ANSWER = 16  # bytes of a Heartbeat v4 answer, size prefix included, whatever its error
@@ -193,6 +194,9 @@ class Generator:
         for i in range(self.plan.connections):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # the port is chosen at connect(), per destination: a bind(0) alone takes a port for
+            # every destination, and the ports a load before left in TIME_WAIT ran out once
+            sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
             sock.bind((f"127.0.0.{2 + i // ADDRESSES_PER_SOURCE}", 0))
             sock.connect((self.plan.host, self.plan.port))
             sock.setblocking(False)
