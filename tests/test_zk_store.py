@@ -550,3 +550,28 @@ async def test_a_commit_leaves_no_garbage_for_the_cyclic_collector(zookeeper):
             nursery.cancel_scope.cancel()
     finally:
         await zk.stop()
+
+
+async def test_commits_queued_behind_a_batch_that_cannot_be_written_are_answered_too(zookeeper):
+    """Three commits, each too large to share a multi() with another, are queued; then the
+    connection is suspended before the writer takes them. Each batch fails as it is taken
+    (StoreUnavailable), and the store stays ready for the writer until its queue is empty:
+    none is left waiting."""
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    try:
+        async with trio.open_nursery() as nursery:
+            guard = SessionGuard(zk)
+            store = await _owner(zk, partition, nursery, guard)
+            outcomes: list[Exception | None] = []
+            for seq in range(3):  # no checkpoint between: all queued before the writer's turn
+                store.submit("g", {("t", p): (seq, -1, "", seq) for p in range(1500)}, outcomes.append)
+            guard.writable = False  # as SUSPENDED sets it
+            with trio.fail_after(10):
+                while len(outcomes) < 3:
+                    await trio.sleep(0.01)
+            assert [type(error) for error in outcomes] == [StoreUnavailable] * 3
+            assert store.writer.multis == 0
+            nursery.cancel_scope.cancel()
+    finally:
+        await zk.stop()

@@ -36,6 +36,7 @@ PIPELINE_DEPTH = 2  # turns (normally one multi each) in flight at once
 # one store's share of a multi: its operations, their size in bytes, and what to tell the
 # store of their outcome
 Part = tuple[list, int, Callable[[Any], None]]
+Share = tuple[Callable[[Any], None], int, int]  # a part in a multi: whom to tell, and its ops' slice
 
 
 class OffsetWriter:
@@ -67,43 +68,43 @@ class OffsetWriter:
                 self._wake.set()
 
     def _turn(self) -> bool:
-        """Send what the ready stores have, in as few multis as fit; False if nothing."""
-        multis: list[list[tuple[Callable[[Any], None], int, int]]] = [[]]
-        operations: list[list] = [[]]
+        """Send what the ready stores have, in as few multis as fit; False if nothing. A
+        store leaves the ready ones as it is asked (it offers itself again from `take` if
+        its batch failed there and commits are left), and goes back if its batch did not fit."""
+        multis: list[tuple[list, list[Share]]] = [([], [])]  # each multi's operations, and each store's share of them
         size = 0
         for store in list(self._ready):
+            del self._ready[store]
             try:
-                parts = store.take(layout.MAX_REQUEST_BYTES - size, first=not operations[-1])
+                parts = store.take(layout.MAX_REQUEST_BYTES - size, first=not multis[-1][0])
             except Exception:  # a bug: that store's commits wait; the others are written
                 self.log.exception("taking a batch to write failed", partition=store.partition)
-                self._ready.pop(store, None)
                 continue
             if parts is None:  # its next batch does not fit in this multi
+                self._ready[store] = None
                 continue
-            del self._ready[store]
             for i, (ops, cost, answered) in enumerate(parts):
                 if i:  # a batch too large for one multi: each further part in one of its own
-                    multis.append([])
-                    operations.append([])
+                    multis.append(([], []))
                     size = 0
-                multis[-1].append((answered, len(operations[-1]), len(operations[-1]) + len(ops)))
-                operations[-1] += ops
+                operations, shares = multis[-1]
+                shares.append((answered, len(operations), len(operations) + len(ops)))
+                operations += ops
                 size += cost
-        sent = [(ops, parts) for ops, parts in zip(operations, multis) if ops]
+        sent = [multi for multi in multis if multi[0]]
         if not sent:
             return False
         left = [len(sent)]
-        for ops, parts in sent:
+        for operations, shares in sent:
             self.multis += 1
-            self.zk.send(ops, lambda outcome, parts=parts: self._answered(parts, outcome, left))
+            self.zk.send(operations, lambda outcome, shares=shares: self._answered(shares, outcome, left))
         return True
 
-    def _answered(self, parts: list[tuple[Callable[[Any], None], int, int]], outcome: Any,
-                  left: list[int]) -> None:
+    def _answered(self, shares: list[Share], outcome: Any, left: list[int]) -> None:
         """A multi's outcome, split by store: its own results, or the exception kazoo met."""
         if not isinstance(outcome, BaseException) and not isinstance(outcome[0], Exception):
             metrics.OFFSET_COMMIT_WRITES.inc()  # it landed (a failed multi's results are all errors)
-        for answered, start, end in parts:
+        for answered, start, end in shares:
             try:
                 answered(outcome if isinstance(outcome, BaseException) else outcome[start:end])
             except Exception:  # a bug in one store: the others still hear of their writes
