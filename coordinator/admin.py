@@ -46,6 +46,17 @@ class Unreachable(AdminError):
     """A node that refused, did not answer in time, or answered what cannot be read."""
 
 
+def read_exactly(sock: socket.socket, n: int) -> bytes:
+    """`n` bytes from a blocking `sock`; ConnectionResetError if the server closes it first."""
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionResetError("the server closed the connection")
+        data += chunk
+    return bytes(data)
+
+
 @dataclass(frozen=True)
 class Node:
     id: int
@@ -116,10 +127,10 @@ class Connection:
                                                  build(api.request.struct, body)))
                 self.sock.sendall(b"".join(frames))
                 for expected in range(first, self._correlation + 1):
-                    size, = _SIZE.unpack(self._read(4))
+                    size, = _SIZE.unpack(read_exactly(self.sock, 4))
                     if not 0 <= size <= DEFAULT_MAX_FRAME:
                         raise DecodeError(f"a frame of {size} bytes")
-                    correlation, answer = decode_response(api.key, version, self._read(size))
+                    correlation, answer = decode_response(api.key, version, read_exactly(self.sock, size))
                     if correlation != expected:
                         raise Unreachable(f"{self.address} answered out of order")
                     answers.append(answer)
@@ -130,15 +141,6 @@ class Connection:
         except DecodeError as exc:
             raise Unreachable(f"{self.address} answered {api.name} with what cannot be read ({exc})") from None
         return answers
-
-    def _read(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionResetError("the server closed the connection")
-            data += chunk
-        return bytes(data)
 
     def close(self) -> None:
         self.sock.close()

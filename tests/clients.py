@@ -12,6 +12,7 @@ from confluent_kafka import Consumer as CKConsumer
 from kafka import KafkaConsumer
 from kafka.errors import CommitFailedError, RebalanceInProgressError
 
+from coordinator.admin import read_exactly
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.consumer import decode_assignment, encode_assignment, encode_subscription
 from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition, build
@@ -103,17 +104,6 @@ def poll_until(condition, *consumers, timeout: float = 45.0) -> None:
             c.poll(timeout_ms=100) if isinstance(c, KafkaConsumer) else c.poll()
 
 
-def read_exactly(sock: socket.socket, n: int) -> bytes:
-    """`n` bytes from `sock`; ConnectionError if the server closes it first."""
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("connection closed by the server")
-        data += chunk
-    return bytes(data)
-
-
 class RawConnection:
     """One connection speaking the protocol through our own codec, one request at a time."""
 
@@ -132,13 +122,11 @@ class RawConnection:
         self.sock.sendall(encode_request(RequestHeader(api.key, version, self._correlation, "raw"), request))
 
     def receive(self, api, version: int):
-        size = struct.unpack(">i", self._read(4))[0]
-        correlation_id, response = decode_response(api.key, version, self._read(size))
+        size = struct.unpack(">i", read_exactly(self.sock, 4))[0]
+        correlation_id, response = decode_response(api.key, version, read_exactly(self.sock, size))
         assert correlation_id == self._correlation
         return response
 
-    def _read(self, n: int) -> bytes:
-        return read_exactly(self.sock, n)
 
     def close(self) -> None:
         self.sock.close()

@@ -11,12 +11,11 @@ import time
 
 import pytest
 
-from coordinator.admin import Connection
+from coordinator.admin import Connection, read_exactly
 from protocol import RequestHeader, decode_response, encode_request
 from protocol.messages import build
 from protocol.schemas import API_VERSIONS, METADATA, OFFSET_COMMIT, OFFSET_FETCH
 
-from .clients import read_exactly
 from .coordinator_process import CoordinatorProcess
 
 

@@ -35,7 +35,7 @@ from protocol.messages import ConsumerProtocolSubscription, build
 from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT,
                               JOIN_GROUP, LEAVE_GROUP, METADATA, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP)
 
-from ..admin import AdminError, Connection, Unreachable
+from ..admin import AdminError, Connection, Unreachable, read_exactly
 from ..store.topic_admin import RegistryAdmin
 from ..store.zkserver import ZooKeeperServer, free_port
 from .process import NotStarted, RunProcess, raise_open_files
@@ -776,19 +776,9 @@ def _metadata_answered(sock: socket.socket, topics: list[dict] | None) -> tuple[
     frame = encode_request(RequestHeader(METADATA.key, 1, 1, "groupkeeper-abuse"),
                            build(METADATA.request.struct, {"topics": topics}))
     sock.sendall(frame)
-    size = int.from_bytes(_read(sock, 4), "big", signed=True)
-    _read(sock, size)
+    size = int.from_bytes(read_exactly(sock, 4), "big", signed=True)
+    read_exactly(sock, size)
     return frame, 4 + size
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise Unreachable("the server closed the connection")
-        data += chunk
-    return bytes(data)
 
 
 def probe_large_group(run: _Run) -> Findings:
