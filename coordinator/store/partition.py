@@ -70,7 +70,6 @@ class _Batch:
     commits: list[_Commit]
     created: list[list[str]] = field(default_factory=list)  # by multi: the znodes it creates
     applied: list[list] = field(default_factory=list)  # by multi: (group, topic, {partition: entry})
-    failed: bool = False
 
 
 _UNANSWERED = object()
@@ -112,11 +111,8 @@ class PartitionStore:
         self._stopped = False  # its writer's part has stopped: nothing more is written
         self._paths: dict[ShardKey, tuple[str, str]] = {}  # each shard's znode path, and as sent (chroot prefixed)
         self._checks = fence.transaction(zk).operations  # the fence's two checks, the same in every multi()
-        # the fence's two checks, in bytes of a multi()
-        self._fence_cost = (2 * layout.OP_OVERHEAD + len(layout.epoch_path(self.partition))
-                            + len(layout.owner_path(self.partition)))
+        self._fence_cost = sum(len(op.path) + layout.OP_OVERHEAD for op in self._checks)  # in bytes of a multi()
         self._sent: deque[_Multi] = deque()  # multis of the batch in flight, until their outcome is applied
-        self._in_flight: list[list] = []  # what each multi() sent and not yet answered applies, in order
         self._uncertain: dict[str, set[ShardKey]] = {}  # by group: shards a write of unknown outcome touched
         self._closed = False  # handing over: no new writes
         self._writing = 0  # writes accepted and not yet confirmed or failed
@@ -379,10 +375,8 @@ class PartitionStore:
         finally:
             self._closed = self._stopped = True  # a commit that comes later is refused, not queued for no one
             self.writer.withdraw(self)
-            unanswered = list(dict.fromkeys(multi.batch for multi in self._sent if not multi.batch.failed))
-            self._sent.clear()
-            for batch in unanswered:
-                self._fail(batch, StoreUnavailable("the group-partition stopped before ZooKeeper answered"))
+            if self._sent:  # the batch in flight
+                self._fail(self._sent[0].batch, StoreUnavailable("the group-partition stopped before ZooKeeper answered"))
             queued, self._queue = self._queue, []
             self._finish(queued, StoreUnavailable("the group-partition stopped before the write"))
 
@@ -408,7 +402,6 @@ class PartitionStore:
         for index, (txn, created, applied, size) in enumerate(built):
             batch.created.append(created)
             batch.applied.append(applied)
-            self._in_flight.append(applied)
             multi = _Multi(batch, index)
             self._sent.append(multi)
             parts.append((txn.operations, size, partial(self._answered, multi)))
@@ -425,18 +418,14 @@ class PartitionStore:
 
     def _apply(self, multi: _Multi) -> None:
         batch = multi.batch
-        if batch.failed:  # a multi after the failed one of its batch: its outcome is not used
-            return
         try:
             check(self.fence, multi.outcome)
         except (NotOwner, StoreUnavailable, StoreError) as exc:
             for created in batch.created[multi.index:]:
                 self._nodes.difference_update(created)
             return self._fail(batch, exc)
-        applied = batch.applied[multi.index]
-        self._in_flight = [a for a in self._in_flight if a is not applied]
         durable = self.durable
-        for group, topic, updates in applied:
+        for group, topic, updates in batch.applied[multi.index]:
             durable.setdefault(group, {}).setdefault(topic, {}).update(updates)
         if multi.index == len(batch.applied) - 1:
             self._finish(batch.commits, None)
@@ -447,10 +436,7 @@ class PartitionStore:
         forgets it; shards it touched are read back before OffsetFetch answers when the
         outcome is unknown; a refusal is narrowed down to the commit that caused it; a batch
         rolled back for another's part is written again, first."""
-        batch.failed = True
         self._sent.clear()  # the rest of its multis: their outcomes are not used
-        failed = {id(applied) for applied in batch.applied}
-        self._in_flight = [a for a in self._in_flight if id(a) not in failed]
         self._resync_latest()
         if isinstance(error, StoreUnavailable):  # they may have landed all the same
             for applied in batch.applied:
@@ -502,8 +488,8 @@ class PartitionStore:
         confirmed plus what is still in flight, never the values that failed (a later write of
         the same shard would otherwise land them after all)."""
         latest = {g: {t: dict(ps) for t, ps in topics.items()} for g, topics in self.durable.items()}
-        for applied in self._in_flight:
-            for group, topic, updates in applied:
+        for multi in self._sent:  # in flight: sent, not yet answered
+            for group, topic, updates in multi.batch.applied[multi.index]:
                 latest.setdefault(group, {}).setdefault(topic, {}).update(updates)
         self._latest = latest
 
@@ -522,16 +508,16 @@ class PartitionStore:
         The size of a shard's write is bounded by its last written size plus a bound for
         every entry the batch puts in it, plus room for its path and two parents."""
         queue = self._queue
-        if queue[0].alone:
-            return queue[:1] if first or self._fence_cost + self._cost(queue[0], set()) <= budget else []
         size = self._fence_cost
         touched: set[ShardKey] = set()
         for i, commit in enumerate(queue):
-            if commit.alone:
+            if commit.alone and i:
                 return queue[:i]
             size += self._cost(commit, touched)
             if size > budget and (i or not first):
                 return queue[:i]
+            if commit.alone:
+                return queue[:1]
         return queue[:]
 
     def _cost(self, commit: _Commit, touched: set[ShardKey]) -> int:
