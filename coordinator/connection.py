@@ -25,7 +25,7 @@ import trio
 
 from protocol import (ErrorCode, FrameReader, ProtocolError, RequestHeader, UnsupportedVersion,
                       decode_request, encode_response)
-from protocol.schemas import API_VERSIONS
+from protocol.schemas import API_VERSIONS, HEARTBEAT
 
 from . import metrics
 from .handlers import api_versions_response
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .server import Server
 
 READ_SIZE = 65536  # bytes asked of the kernel per read
+_HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
 _PEER_CLOSED = ("closed by peer", "peer went away")
 
 
@@ -70,7 +71,7 @@ class Connection:
         self.reading_timeout = read_until < idle_until
         self.until = read_until if self.reading_timeout else idle_until
 
-    def readable(self, now: float) -> None:
+    def readable(self) -> None:
         try:
             data = self.sock.recv(READ_SIZE)
         except BlockingIOError:
@@ -79,6 +80,7 @@ class Connection:
             return self.close("peer went away")
         if not data:
             return self.close("closed by peer")
+        now = trio.current_time()  # once per read: its requests are handled now
         reader = self.reader
         reader.feed(data)
         try:
@@ -90,15 +92,26 @@ class Connection:
         elif frames or self.started is None:
             self.started = now
         if frames:
-            self._handle(frames)
+            self._handle(frames, now)
         if not self.backlog:
             self.arm(now)
 
-    def _handle(self, frames: list[bytes]) -> None:
+    def _handle(self, frames: list[bytes], now: float) -> None:
         """Handle `frames` in order, up to the first that must wait for the connection to go on."""
         server = self.server
-        dispatch, limits = server.handler_of, server.limits
+        dispatch, limits, stable_heartbeat = server.handler_of, server.limits, server.handlers.stable_heartbeat
         for i, frame in enumerate(frames):
+            if frame[:2] == _HEARTBEAT and self.bytes <= limits.max_queued_reply_bytes:
+                handling = time.perf_counter()
+                try:
+                    answer = stable_heartbeat(frame, now)
+                except Exception as exc:  # a bug: close this connection, keep serving the others
+                    return self.fail(HEARTBEAT.key, exc)
+                if answer is not None:
+                    self.replies.append(answer)
+                    self.bytes += len(answer)
+                    metrics.observe_none(HEARTBEAT.key, time.perf_counter() - handling)
+                    continue
             try:
                 header, request = decode_request(frame)
             except UnsupportedVersion as exc:
@@ -194,10 +207,11 @@ class Connection:
 
     def _go_on(self) -> None:
         frames, self.backlog = self.backlog, []
-        self._handle(frames)
+        now = trio.current_time()
+        self._handle(frames, now)
         if not self.closed and not self.backlog:
             self._watch()
-            self.arm(trio.current_time())
+            self.arm(now)
 
     def flush(self) -> None:
         """Send every answer ready at the head of the line, without blocking."""

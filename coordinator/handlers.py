@@ -15,6 +15,7 @@ from collections.abc import Callable
 from functools import partial
 
 from protocol import ErrorCode, messages as m
+from protocol.hot import heartbeat_answer, read_heartbeat
 from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
                               HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, METADATA,
                               OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP)
@@ -177,6 +178,19 @@ class Handlers:
             assignments={a.member_id: bytes(a.assignment) for a in request.assignments})
         return m.SyncGroupResponse(error_code=reply.error, protocol_type=reply.protocol_type,
                                    protocol_name=reply.protocol_name, assignment=reply.assignment)
+
+    def stable_heartbeat(self, frame: bytes, now: float) -> bytes | None:
+        """The answer (a whole frame) to the heartbeat in `frame` if it is the usual one, a
+        Stable dynamic member's of a group served here, read and answered without message
+        objects; None for any other case, which `heartbeat` then answers."""
+        read = read_heartbeat(frame)
+        if read is None:
+            return None
+        version, correlation_id, group_id, generation, member_id = read
+        route = self.coordinator.route(group_id, empty_ok=False, now=now)
+        if type(route) is not Owned or not route.groups.keep_alive(group_id, member_id, generation, now):
+            return None
+        return heartbeat_answer(version, correlation_id)
 
     def heartbeat(self, header, request, client_host):
         route = self.coordinator.route(request.group_id, empty_ok=False)

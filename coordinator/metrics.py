@@ -125,14 +125,17 @@ class RequestCollector:
     def observe(self, api_key: int, response, seconds: float) -> None:
         """Count a handled request under the error code its response carries (the top-level
         one, else the first of its groups, topics or partitions that is not NONE) and time it."""
-        answered = self._apis.get(api_key)
-        if answered is None:
-            answered = self._apis[api_key] = _Answered(APIS[api_key].name, response.STRUCT)
-        code = answered.error_of(response)
-        errors = answered.errors
-        errors[code] = errors.get(code, 0) + 1
-        answered.buckets[bisect_left(_LATENCY, seconds)] += 1
-        answered.seconds += seconds
+        answered = self._apis.get(api_key) or self._answered(api_key)
+        answered.count(answered.error_of(response), seconds)
+
+    def observe_none(self, api_key: int, seconds: float) -> None:
+        """Count a request answered NONE without a response object (the hot path) and time it."""
+        (self._apis.get(api_key) or self._answered(api_key)).count(0, seconds)
+
+    def _answered(self, api_key: int) -> _Answered:
+        api = APIS[api_key]
+        answered = self._apis[api_key] = _Answered(api.name, api.response.struct)
+        return answered
 
     def collect(self):
         requests = CounterMetricFamily(
@@ -170,10 +173,17 @@ class _Answered:
         self.seconds = 0.0
         self.error_of = _error_finder(struct) or (lambda _: 0)
 
+    def count(self, code: int, seconds: float) -> None:
+        errors = self.errors
+        errors[code] = errors.get(code, 0) + 1
+        self.buckets[bisect_left(_LATENCY, seconds)] += 1
+        self.seconds += seconds
+
 
 REQUEST_STATS = RequestCollector()
 REGISTRY.register(REQUEST_STATS)
 observe_request = REQUEST_STATS.observe
+observe_none = REQUEST_STATS.observe_none
 
 
 def _error_finder(struct: Struct) -> Callable[[Any], int] | None:

@@ -153,7 +153,6 @@ class Server:
         epoll, connections = self._epoll, self._connections
         while True:
             await trio.lowlevel.wait_readable(epoll.fileno())
-            now = trio.current_time()
             for fd, events in epoll.poll(0, POLL_EVENTS):
                 connection = connections.get(fd)
                 if connection is None:  # closed earlier in this turn
@@ -163,7 +162,7 @@ class Server:
                         connection.writable()
                     if events & ~select.EPOLLOUT and not connection.closed:
                         if connection.mask & select.EPOLLIN:
-                            connection.readable(now)
+                            connection.readable()
                         elif events & _HANG_UP:  # paused and nothing to send: only this tells it is gone
                             connection.close("peer went away")
                 except Exception as exc:  # a bug: close this connection, keep serving the others

@@ -4,11 +4,15 @@ OffsetFetch v8 groups, ListGroups v4 states, LeaveGroup v3 members)."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
-from protocol import ErrorCode
-from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, LEAVE_GROUP, LIST_GROUPS, METADATA,
-                              OFFSET_COMMIT, OFFSET_FETCH)
+from coordinator.admin import read_exactly
+from protocol import ErrorCode, RequestHeader, decode_response, encode_request
+from protocol.messages import build
+from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP, LIST_GROUPS,
+                              METADATA, OFFSET_COMMIT, OFFSET_FETCH)
 from tests.clients import RawConnection, RawMember, join_together
 from tests.coordinator_process import CoordinatorProcess
 
@@ -93,3 +97,41 @@ def test_list_groups_v4_filters_by_state_and_leave_group_v3_removes_a_batch(grou
     finally:
         first.close()
         second.close()
+
+
+def test_heartbeats_answered_on_either_path_come_back_in_order(groupkeeper):
+    """A Stable member's heartbeats of every version (answered from their bytes) pipelined
+    among heartbeats the general path answers (a header's tagged field, a wrong generation,
+    a static member, a stranger): every answer in request order, each with its error."""
+    member = RawMember(groupkeeper.port, "steady", "events")
+    try:
+        member.join_and_sync()
+        ok = {"group_id": "steady", "generation_id": member.generation, "member_id": member.member_id}
+        sent = []  # (version, expected error)
+        frames = []
+
+        def add(version: int, body: dict, expected: ErrorCode, tagged_header: bool = False) -> None:
+            frame = encode_request(RequestHeader(HEARTBEAT.key, version, len(sent), "raw"),
+                                   build(HEARTBEAT.request.struct, body))
+            if tagged_header:  # one tagged field (tag 5, one byte) in the v4 header, before the body
+                head_end = 4 + 10 + len("raw")
+                frame = struct.pack(">i", len(frame) - 4 + 3) + frame[4:head_end] + b"\x01\x05\x01\x07" + frame[head_end + 1:]
+            frames.append(frame)
+            sent.append((version, expected))
+
+        for version in range(5):
+            add(version, ok, E.NONE)
+        add(4, ok, E.NONE, tagged_header=True)
+        add(4, {**ok, "generation_id": member.generation + 1}, E.ILLEGAL_GENERATION)
+        add(3, {**ok, "group_instance_id": "static-1"}, E.UNKNOWN_MEMBER_ID)
+        add(2, {**ok, "member_id": "stranger"}, E.UNKNOWN_MEMBER_ID)
+        add(1, ok, E.NONE)
+        member.sock.sendall(b"".join(frames))
+        answers = []
+        for version, _ in sent:
+            size = struct.unpack(">i", read_exactly(member.sock, 4))[0]
+            answers.append(decode_response(HEARTBEAT.key, version, read_exactly(member.sock, size)))
+        assert [(cid, body.error_code) for cid, body in answers] == [(i, e) for i, (_, e) in enumerate(sent)]
+        assert member.heartbeat() == E.NONE  # still in its generation
+    finally:
+        member.close()

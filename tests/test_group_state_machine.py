@@ -384,6 +384,15 @@ def test_a_static_member_with_a_stale_member_id_is_fenced():
     assert list(g.members) == [current]
 
 
+def test_an_instance_id_nobody_joined_with_is_an_unknown_member_even_under_a_known_member_id():
+    g = _group()
+    (a,) = _stable(g, 0, members=1)
+    assert g.heartbeat(1, a, 1, "pod-9") == E.UNKNOWN_MEMBER_ID
+    assert g.sync(1, a, 1, "pod-9", None, None, {}).error == E.UNKNOWN_MEMBER_ID
+    assert g.commit_check(1, a, 1, "pod-9") == E.UNKNOWN_MEMBER_ID
+    assert g.heartbeat(1, a, 1, None) == E.NONE  # the member itself is still in its generation
+
+
 def test_leave_triggers_a_rebalance_and_an_empty_group():
     g = _group()
     a, b = _stable(g, 0, members=2)

@@ -98,7 +98,7 @@ class Coordinator:
 
     # -- answering --------------------------------------------------------------------------
 
-    def route(self, group_id: str, empty_ok: bool = True) -> Owned | ErrorCode:
+    def route(self, group_id: str, empty_ok: bool = True, now: float | None = None) -> Owned | ErrorCode:
         """The group-partition serving `group_id` here, or the error to answer with. Kafka
         accepts an empty group id in the offset and admin APIs, not in membership ones
         (`empty_ok=False`); an id over the configured length is refused before anything is
@@ -114,7 +114,7 @@ class Coordinator:
             if owned is None and slot is not None and not slot.unwanted.is_set():
                 return E.COORDINATOR_LOAD_IN_PROGRESS  # placed here, being taken
             return E.NOT_COORDINATOR
-        if not self.guard.current():
+        if not self.guard.current(now):
             return E.COORDINATOR_NOT_AVAILABLE
         if not owned.loaded.is_set():
             return E.COORDINATOR_LOAD_IN_PROGRESS

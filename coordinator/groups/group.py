@@ -480,8 +480,15 @@ class Group:
         return Wait(member.member_id)
 
     def _member(self, member_id: str, instance_id: str | None) -> tuple[Member | None, ErrorCode]:
-        if instance_id is not None and instance_id in self.static and self.static[instance_id] != member_id:
-            return None, E.FENCED_INSTANCE_ID
+        """The member a SyncGroup, Heartbeat or OffsetCommit comes from, as Kafka's brokers check:
+        a static member by its instance id (another member id under it is fenced), a dynamic
+        one by its member id."""
+        if instance_id is not None:
+            known = self.static.get(instance_id)
+            if known is None:
+                return None, E.UNKNOWN_MEMBER_ID
+            if known != member_id:
+                return None, E.FENCED_INSTANCE_ID
         member = self.members.get(member_id)
         return member, (E.NONE if member is not None else E.UNKNOWN_MEMBER_ID)
 

@@ -273,13 +273,17 @@ class GroupSet:
         self._settle(group, now)
         return reply
 
+    def keep_alive(self, group_id: str, member_id: str, generation: int, now: float) -> bool:
+        """The usual heartbeat, a Stable dynamic member's, done in place (`Group.keep_alive`);
+        False: not that case, and `heartbeat` answers."""
+        group = self.groups.get(group_id)
+        return group is not None and group.keep_alive(now, member_id, generation)
+
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
         group = self.groups.get(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
         now = trio.current_time()
-        if instance_id is None and group.keep_alive(now, member_id, generation):  # the usual one
-            return E.NONE
         error = group.heartbeat(now, member_id, generation, instance_id)
         self._settle(group, now)
         return error

@@ -40,9 +40,10 @@ class SessionGuard:
         self._renewed = trio.Event()
         self._states = zk.subscribe_states()
 
-    def current(self) -> bool:
-        """Whether ownership held now is provably still this instance's."""
-        return not self.fenced and trio.current_time() < self.lease_until
+    def current(self, now: float | None = None) -> bool:
+        """Whether ownership held now (or at `now`, a time just read) is provably still this
+        instance's."""
+        return not self.fenced and (trio.current_time() if now is None else now) < self.lease_until
 
     async def wait_current(self) -> None:
         while not self.current():
