@@ -18,7 +18,8 @@ from kazoo.exceptions import KazooException
 from . import daemon, logs
 from .config import ConfigError, load_config
 from .groups_cli import groups
-from .store.topic_admin import AdminError, RegistryAdmin
+from .topics.view import topic_id_text
+from .topics.zookeeper_admin import AdminError, RegistryAdmin
 from .store.zkserver import Peer, ZooKeeperServer, ZooKeeperUnavailable
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
@@ -61,6 +62,9 @@ main.add_command(groups)
 @click.option("--advertised-listener", help="HOST:PORT given to clients; default: --listen.")
 @click.option("--metrics-listen", help="HOST:PORT of the Prometheus /metrics endpoint; \"\" turns it off.")
 @click.option("--zookeeper", help="ZooKeeper connect string; absent: an embedded ZooKeeper.")
+@click.option("--brokers", metavar="HOST:PORT[,...]",
+              help="Learn topics and leaders from these Kafka brokers (KRaft Kafka, Redpanda); "
+                   "absent: from Kafka's ZooKeeper layout.")
 @click.option("--embedded-zookeeper-port", type=click.IntRange(1, 65535))
 @click.option("--zk-session-timeout", type=click.FloatRange(1, 600), help="Seconds.")
 @click.option("--data-dir", type=click.Path(file_okay=False))
@@ -168,19 +172,20 @@ def topics_list(as_json: bool, hosts: str) -> None:
 @zookeeper_option
 def topics_describe(name: str, as_json: bool, hosts: str) -> None:
     """Partitions, replicas and leaders of topic NAME, as kafka-topics.sh --describe shows them."""
-    def describe(admin: RegistryAdmin) -> list[dict]:
+    def describe(admin: RegistryAdmin) -> tuple[str, list[dict]]:
+        replicas, topic_id = admin.topic(name)
         rows = []
-        for p, replicas in sorted(admin.replicas(name).items()):
+        for p, nodes in sorted(replicas.items()):
             state = admin.leader(name, p)
             rows.append({"partition": p, "leader": state[0] if state else None,
-                         "replicas": replicas, "isr": state[1] if state else []})
-        return rows
-    rows = _admin_call(hosts, describe)
+                         "replicas": nodes, "isr": state[1] if state else []})
+        return topic_id_text(topic_id), rows
+    topic_id, rows = _admin_call(hosts, describe)
     if as_json:
-        click.echo(json.dumps({"topic": name, "partitions": rows}))
+        click.echo(json.dumps({"topic": name, "topic_id": topic_id, "partitions": rows}))
         return
     factor = len(rows[0]["replicas"]) if rows else 0
-    click.echo(f"Topic: {name}\tPartitionCount: {len(rows)}\tReplicationFactor: {factor}")
+    click.echo(f"Topic: {name}\tTopicId: {topic_id}\tPartitionCount: {len(rows)}\tReplicationFactor: {factor}")
     for row in rows:
         leader = "none" if row["leader"] is None else row["leader"]
         click.echo(f"\tTopic: {name}\tPartition: {row['partition']}\tLeader: {leader}\t"

@@ -21,6 +21,8 @@ KEYS: dict[str, tuple[type, Any]] = {
     "metrics_listen": (str, "127.0.0.1:9095"),
     "metrics_group_series": (int, 100),  # groups with their own groupkeeper_group_members series
     "zookeeper": (str, ""),
+    "brokers": (str, ""),  # HOST:PORT,...: learn topics from the brokers' Metadata; "": Kafka's ZooKeeper layout
+    "metadata_max_age_ms": (int, 5000),  # with brokers: how often topics and leaders are asked for again
     "embedded_zookeeper_port": (int, 2181),
     "zk_session_timeout": (float, 10.0),
     "data_dir": (str, "var/groupkeeper"),
@@ -58,6 +60,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "offset_commit_max_partitions": (1, 1_000_000),
     "group_max_offset_metadata_bytes": (4096, 64 * 1024 * 1024),
     "embedded_zookeeper_heap_mb": (64, 65536),
+    "metadata_max_age_ms": (100, 3_600_000),
 }
 
 
@@ -67,6 +70,17 @@ def parse_address(text: str) -> tuple[str, int]:
     if not host or not port.isdigit():
         raise ValueError(f"{text!r} is not HOST:PORT")
     return host.strip("[]"), int(port)
+
+
+def parse_addresses(text: str) -> list[tuple[str, int]]:
+    """HOST:PORT,HOST:PORT,... as a list; ValueError names the first that is not one."""
+    addresses = []
+    for item in text.split(","):
+        host, port = parse_address(item.strip())
+        if not 0 < port < 65536:
+            raise ValueError(f"{item.strip()!r} is not HOST:PORT")
+        addresses.append((host, port))
+    return addresses
 
 
 def load_config(path: str | None) -> dict[str, Any]:

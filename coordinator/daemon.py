@@ -13,7 +13,7 @@ import trio
 from . import logs, metrics, systemd
 from .assignors import Assignor
 from .assignors.registry import AssignorError, load_assignors
-from .config import parse_address
+from .config import parse_address, parse_addresses
 from .events import DISCARD, EventLog
 from .groups.group import GroupConfig
 from .cluster.membership import AlreadyRegistered, Instance, Membership
@@ -22,7 +22,8 @@ from .handlers import Handlers
 from .server import Limits, Server
 from .store import layout
 from .store.bridge import ZooKeeperBridge
-from .store.registry import TopicRegistry
+from .topics.brokers import BrokerTopics
+from .topics.zookeeper import ZooKeeperTopics
 from .store.session import SessionGuard
 from .store.zkserver import ZooKeeperServer, data_bytes
 
@@ -45,6 +46,10 @@ async def run(config: dict[str, Any]) -> None:
         assignors = load_assignors(config["assignors"])
     except AssignorError as exc:
         raise StartupError(str(exc)) from None
+    try:
+        bootstrap = parse_addresses(config["brokers"]) if config["brokers"] else None
+    except ValueError as exc:
+        raise StartupError(f"brokers: {exc}") from None
     embedded = None
     hosts = config["zookeeper"]
     if not hosts:
@@ -54,14 +59,15 @@ async def run(config: dict[str, Any]) -> None:
         hosts = embedded.connect_string
         log.info("embedded zookeeper started", zookeeper=hosts, data_dir=str(zk_dir))
     try:
-        await _serve(config, hosts, assignors, log)
+        await _serve(config, hosts, assignors, bootstrap, log)
     finally:
         if embedded is not None:
             await trio.to_thread.run_sync(embedded.stop)
             log.info("embedded zookeeper stopped")
 
 
-async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assignor], log) -> None:
+async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assignor],
+                 bootstrap: list[tuple[str, int]] | None, log) -> None:
     host, port = _address(config["listen"])
     adv_host, adv_port = _address(config["advertised_listener"] or config["listen"])
     listeners = await _listen(host, port)  # before joining the cluster: a port in use stops start-up first
@@ -81,19 +87,21 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
         async with trio.open_nursery() as events_nursery, trio.open_nursery() as nursery:
             guard = SessionGuard(zk)
             await nursery.start(guard.run)
-            registry = TopicRegistry(zk)
-            await nursery.start(registry.run)
+            topics = (ZooKeeperTopics(zk) if bootstrap is None else
+                      BrokerTopics(bootstrap, config["metadata_max_age_ms"] / 1000))
+            await nursery.start(topics.run)
+            metrics.TOPIC_METADATA_AGE.set_function(topics.age)
             events = DISCARD
             if config["events"]:
                 events = EventLog(Path(config["data_dir"]) / "events", config["instance_id"],
                                   max_bytes=config["events_max_bytes"], max_age=config["events_max_age"],
                                   compress=config["events_compress"], queue_limit=config["events_queue_limit"])
                 await events_nursery.start(events.run)
-            coordinator = Coordinator(zk, guard, registry, membership, _group_config(config), assignors,
+            coordinator = Coordinator(zk, guard, topics, membership, _group_config(config), assignors,
                                       config["strict_assignment"], events)
             guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
             await nursery.start(coordinator.run)
-            server = Server(Handlers(coordinator, registry), Limits(
+            server = Server(Handlers(coordinator, topics), Limits(
                 config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000,
                 config["max_connections_per_ip"], config["request_read_timeout_ms"] / 1000,
                 config["max_queued_reply_bytes"]))
@@ -111,6 +119,8 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                 log.info("metrics endpoint", url=f"http://{m_host}:{m_listeners[0].socket.getsockname()[1]}/metrics")
             log.info("instance registered", zookeeper=hosts, path=layout.instance_path(config["instance_id"]),
                      session_timeout_s=round(zk.session_timeout, 3))
+            log.info("topic source", source="zookeeper" if bootstrap is None else "brokers",
+                     brokers=config["brokers"] or None)
             log.info("listening", host=host, port=bound, advertised=f"{adv_host}:{adv_port or bound}")
             gc.freeze()  # long-lived start-up objects leave the collector's full scans
             gc.set_threshold(*GC_THRESHOLDS)

@@ -27,7 +27,7 @@ from .errors import store_error_code
 from .groups.state import GroupState
 from .pending import Pending
 from .store.fence import NotOwner, StoreError, StoreUnavailable
-from .store.registry import TopicRegistry
+from .topics.view import NO_TOPIC_ID, TopicView
 
 E = ErrorCode
 
@@ -43,6 +43,8 @@ INSTANCE_NODE_BASE = 1_000_000_000  # coordinator node ids: never a broker's
 MAX_TOPIC_NAME = 249  # characters: Kafka's limit on topic names
 MAX_OFFSET_METADATA = 4096  # characters: Kafka's offset.metadata.max.bytes
 CLUSTER_ID = "groupkeeper"
+# Kafka's internal topics: marked so that clients leave them out of pattern subscriptions
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def node_id(instance: Instance) -> int:
@@ -55,9 +57,9 @@ def api_versions_response(error: ErrorCode = E.NONE) -> m.ApiVersionsResponse:
 
 
 class Handlers:
-    def __init__(self, coordinator: Coordinator, registry: TopicRegistry):
+    def __init__(self, coordinator: Coordinator, topics: TopicView):
         self.coordinator = coordinator
-        self.registry = registry
+        self.topics = topics
         self._table = {
             API_VERSIONS.key: self.api_versions, METADATA.key: self.metadata,
             FIND_COORDINATOR.key: self.find_coordinator, JOIN_GROUP.key: self.join_group,
@@ -86,38 +88,48 @@ class Handlers:
         """Brokers and leaders from Kafka's registry, and every live coordinator instance as one
         more node (ids never a broker's), so a client may bootstrap from any of them; a
         partition whose leader is unknown or not live has none."""
-        live = self.registry.brokers
+        live = self.topics.brokers
         brokers = [m.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
                    for _, b in sorted(live.items())]
         membership = self.coordinator.membership
         instances = {membership.me.id: membership.me, **membership.live}  # itself, even unregistered
         brokers += [m.MetadataResponseBroker(node_id=node_id(i), host=i.host, port=i.port)
                     for _, i in sorted(instances.items())]
-        known = self.registry.partitions
+        known, ids = self.topics.partitions, self.topics.topic_ids
         if request.topics is None or (header.api_version == 0 and not request.topics):
-            names = sorted(known)
-        else:
-            names = [t.name for t in request.topics if t.name is not None]
+            asked = [(name, None) for name in sorted(known)]
+        else:  # by name, or (v10+) by topic id
+            by_id = {topic_id: name for name, topic_id in ids.items()}
+            asked = [(t.name, None) if t.name is not None else (by_id.get(t.topic_id), t.topic_id)
+                     for t in request.topics]
         topics = []
-        for name in names:
+        for name, topic_id in asked:
             count = known.get(name)
             if count is None:
-                topics.append(m.MetadataResponseTopic(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+                topics.append(m.MetadataResponseTopic(
+                    error_code=E.UNKNOWN_TOPIC_OR_PARTITION if topic_id is None else E.UNKNOWN_TOPIC_ID,
+                    name=name, topic_id=topic_id or NO_TOPIC_ID))
                 continue
-            topics.append(m.MetadataResponseTopic(error_code=E.NONE, name=name, partitions=[
-                self._partition(name, p, live) for p in range(count)]))
-        return m.MetadataResponse(brokers=brokers, cluster_id=CLUSTER_ID,
-                                  controller_id=node_id(instances[min(instances)]), topics=topics)
+            topics.append(m.MetadataResponseTopic(
+                error_code=E.NONE, name=name, topic_id=ids.get(name, NO_TOPIC_ID), is_internal=name in INTERNAL_TOPICS,
+                partitions=[self._partition(name, p, live) for p in range(count)]))
+        # the Kafka cluster's id and controller where known: a client connected to brokers that
+        # report different cluster ids takes them for two clusters (librdkafka stops)
+        controller = self.topics.controller_id
+        return m.MetadataResponse(brokers=brokers, cluster_id=self.topics.cluster_id or CLUSTER_ID,
+                                  controller_id=node_id(instances[min(instances)]) if controller is None else controller,
+                                  topics=topics)
 
     def _partition(self, topic: str, p: int, live) -> m.MetadataResponsePartition:
-        state = self.registry.states.get((topic, p))
+        state = self.topics.states.get((topic, p))
+        replicas = self.topics.replicas.get(topic, {}).get(p, [])
+        offline = [r for r in replicas if r not in live]
         if state is None or state.leader not in live:
-            return m.MetadataResponsePartition(error_code=E.LEADER_NOT_AVAILABLE, partition_index=p, leader_id=-1)
-        replicas = self.registry.replicas.get(topic, {}).get(p, [])
+            return m.MetadataResponsePartition(error_code=E.LEADER_NOT_AVAILABLE, partition_index=p, leader_id=-1,
+                                               replica_nodes=replicas, offline_replicas=offline)
         return m.MetadataResponsePartition(
             error_code=E.NONE, partition_index=p, leader_id=state.leader, leader_epoch=state.leader_epoch,
-            replica_nodes=replicas, isr_nodes=list(state.isr),
-            offline_replicas=[r for r in replicas if r not in live])
+            replica_nodes=replicas, isr_nodes=list(state.isr), offline_replicas=offline)
 
     def find_coordinator(self, header, request, client_host):
         """The instance each group is placed on, from any instance (the seeds' ConsumerMetadata)."""

@@ -106,6 +106,14 @@ EVENTS_WRITTEN = Counter("groupkeeper_events_written_total", "Events appended to
 EVENTS_DROPPED = Counter("groupkeeper_events_dropped_total",
                          "Events lost: the log could not be written (disk full, unwritable) or its queue was full.",
                          ["reason"], registry=REGISTRY)
+TOPIC_METADATA_FAILURES = Counter(
+    "groupkeeper_topic_metadata_failures_total",
+    "Metadata requests to the cluster's brokers that failed (the topic source `brokers`), by what "
+    "went wrong; the next broker is tried.", ["reason"], registry=REGISTRY)
+TOPIC_METADATA_AGE = Gauge(
+    "groupkeeper_topic_metadata_age_seconds",
+    "Seconds since what this instance knows of topics, partitions and leaders was last known "
+    "current (0 while ZooKeeper watches keep it; +Inf before it was ever learned).", registry=REGISTRY)
 ASSIGNOR_FAILURES = Counter(
     "groupkeeper_assignor_failures_total",
     "Server-side assignments abandoned because a configured strategy raised or answered wrongly "

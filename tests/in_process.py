@@ -15,7 +15,7 @@ from coordinator.cluster.membership import Instance, Membership
 from coordinator.cluster.ownership import Coordinator
 from coordinator.groups.group import GroupConfig
 from coordinator.store.bridge import ZooKeeperBridge
-from coordinator.store.registry import TopicRegistry
+from coordinator.topics.zookeeper import ZooKeeperTopics
 from coordinator.store.session import SessionGuard
 
 CONFIG = GroupConfig(min_session_timeout=1.0, initial_rebalance_delay=0.0)
@@ -44,11 +44,11 @@ def expire(connect: str, zk: ZooKeeperBridge) -> None:
 async def start_coordinator(zk: ZooKeeperBridge, nursery: trio.Nursery, instance_id: int) -> Coordinator:
     guard = SessionGuard(zk)
     await nursery.start(guard.run)
-    registry = TopicRegistry(zk)
-    await nursery.start(registry.run)
+    topics = ZooKeeperTopics(zk)
+    await nursery.start(topics.run)
     membership = Membership(zk, Instance(instance_id, "127.0.0.1", 9000 + instance_id))
     await membership.register()
-    coordinator = Coordinator(zk, guard, registry, membership, CONFIG, {})
+    coordinator = Coordinator(zk, guard, topics, membership, CONFIG, {})
     guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
     await nursery.start(coordinator.run)
     return coordinator

@@ -1,11 +1,14 @@
-"""A stand-in for a Kafka broker that leads some partitions: it answers ApiVersions and
-ListOffsets from logs the test describes, and nothing else.
+"""A stand-in for a Kafka broker: it answers ApiVersions, Metadata and ListOffsets from
+tables the test describes and changes, and closes the connection on anything else.
 
-Why it exists: the `groups` CLI reads LOG-END-OFFSET, LAG and the log bounds that
-reset-offsets needs from the partition leaders, and no real Kafka broker can run on this
-machine (none is packaged, and there is no network to fetch one). It speaks through our own
-codec, which tests/test_protocol_crosscheck.py checks against kafka-python's, and
-registers itself in Kafka's ZooKeeper layout as a broker does.
+Why it exists: no real Kafka broker can run on this machine (none is packaged, and there is
+no network to fetch one), and groupkeeper learns from brokers twice: the `groups` CLI reads
+LOG-END-OFFSET, LAG and the log bounds that reset-offsets needs from the partition leaders
+(ListOffsets), and the `brokers` topic source learns topics, partitions, leaders and topic
+ids from Metadata, as a broker of a cluster without ZooKeeper (KRaft, Redpanda) answers it.
+It speaks through our own codec, which tests/test_protocol_crosscheck.py checks against
+kafka-python's, and tests/test_topics_brokers.py checks its answers with kafka-python's own
+classes. It can also register itself in Kafka's ZooKeeper layout as a broker does.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import uuid
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 
 from protocol import FrameReader, decode_request, encode_response, messages as m
-from protocol.schemas import API_VERSIONS, LIST_OFFSETS
+from protocol.schemas import API_VERSIONS, LIST_OFFSETS, METADATA
 
 NOT_LEADER_OR_FOLLOWER = 6
 
@@ -38,9 +42,18 @@ class Log:
 
 
 class StandInBroker:
-    def __init__(self, logs: dict[tuple[str, int], Log]):
+    """`topics` (name -> (partition count, topic id)) is what Metadata lists, every partition
+    led by this broker (node `node_id`), or by none without `leads`; the test may change it
+    at any time. `metadata_versions` is the Metadata range ApiVersions advertises."""
+
+    def __init__(self, logs: dict[tuple[str, int], Log], topics: dict[str, tuple[int, uuid.UUID]] | None = None,
+                 node_id: int = 1, port: int = 0, metadata_versions: tuple[int, int] = (0, 12), leads: bool = True):
         self.logs = logs
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.topics = {} if topics is None else topics
+        self.node_id = node_id
+        self.leads = leads
+        self.metadata_versions = metadata_versions
+        self.listener = socket.create_server(("127.0.0.1", port))
         self.listener.settimeout(0.1)
         self.port = self.listener.getsockname()[1]
         self.requests: list[tuple[int, int]] = []  # (API key, version) in arrival order
@@ -103,16 +116,20 @@ class StandInBroker:
             for frame in reader.frames():
                 header, request = decode_request(frame)
                 self.requests.append((header.api_key, header.api_version))
-                if header.api_key not in (API_VERSIONS.key, LIST_OFFSETS.key):
+                if header.api_key not in (API_VERSIONS.key, LIST_OFFSETS.key, METADATA.key):
                     connection.close()  # as a broker does with a request it does not serve
                     return
-                connection.sendall(encode_response(header, self._answer(header.api_key, request)))
+                connection.sendall(encode_response(header, self._answer(header.api_key, header.api_version, request)))
 
-    def _answer(self, api_key: int, request):
+    def _answer(self, api_key: int, version: int, request):
         if api_key == API_VERSIONS.key:
             return m.ApiVersionsResponse(api_keys=[
-                m.ApiVersion(api_key=API_VERSIONS.key, min_version=0, max_version=3),
-                m.ApiVersion(api_key=LIST_OFFSETS.key, min_version=1, max_version=7)])
+                m.ApiVersion(api_key=API_VERSIONS.key, min_version=0, max_version=4),
+                m.ApiVersion(api_key=LIST_OFFSETS.key, min_version=1, max_version=7),
+                m.ApiVersion(api_key=METADATA.key, min_version=self.metadata_versions[0],
+                             max_version=self.metadata_versions[1])])
+        if api_key == METADATA.key:
+            return self.metadata(request)
         topics = []
         for t in request.topics:
             partitions = []
@@ -126,6 +143,28 @@ class StandInBroker:
                         partition_index=p.partition_index, offset=log.offset_for(p.timestamp)))
             topics.append(m.ListOffsetsTopicResponse(name=t.name, partitions=partitions))
         return m.ListOffsetsResponse(topics=topics)
+
+
+    def metadata(self, request) -> m.MetadataResponse:
+        """Every topic asked for (all of them for a null list), each partition led by this
+        broker, or leaderless (LEADER_NOT_AVAILABLE) without `leads`."""
+        topics = dict(self.topics)  # the test may change it meanwhile
+        asked = sorted(topics) if request.topics is None else [t.name for t in request.topics]
+        answered = []
+        for name in asked:
+            if name not in topics:
+                answered.append(m.MetadataResponseTopic(error_code=3, name=name))  # UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            count, topic_id = topics[name]
+            leader = self.node_id if self.leads else -1
+            answered.append(m.MetadataResponseTopic(error_code=0, name=name, topic_id=topic_id, partitions=[
+                m.MetadataResponsePartition(error_code=0 if self.leads else 5, partition_index=p, leader_id=leader,
+                                            leader_epoch=0, replica_nodes=[self.node_id],
+                                            isr_nodes=[self.node_id] if self.leads else [])
+                for p in range(count)]))
+        return m.MetadataResponse(brokers=[m.MetadataResponseBroker(node_id=self.node_id, host="127.0.0.1",
+                                                                    port=self.port)],
+                                  cluster_id="standin-cluster", controller_id=self.node_id, topics=answered)
 
 
 def set_leader(client: KazooClient, topic: str, partition: int, broker_id: int) -> None:

@@ -5,10 +5,12 @@ OffsetFetch v8 groups, ListGroups v4 states, LeaveGroup v3 members)."""
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 
 from coordinator.admin import read_exactly
+from coordinator.topics.view import NO_TOPIC_ID
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build
 from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP, LIST_GROUPS,
@@ -51,6 +53,18 @@ def test_metadata_lists_this_instance_and_the_registry(groupkeeper, raw):
     assert [(b.host, b.port) for b in body.brokers] == [("127.0.0.1", groupkeeper.port)]
     (topic,) = [t for t in body.topics if t.name == "events"]
     assert topic.error_code == E.NONE and [p.partition_index for p in topic.partitions] == [0, 1, 2]
+
+
+def test_metadata_gives_topic_ids_and_answers_topics_asked_for_by_id(raw):
+    body = raw.call(METADATA, 12, {"topics": [{"name": "events"}], "allow_auto_topic_creation": False})
+    (topic,) = body.topics
+    assert topic.topic_id != NO_TOPIC_ID and not topic.is_internal
+    stranger = uuid.uuid4()
+    by_id = raw.call(METADATA, 12, {"topics": [{"topic_id": topic.topic_id, "name": None},
+                                               {"topic_id": stranger, "name": None}],
+                                    "allow_auto_topic_creation": False})
+    assert [(t.name, t.topic_id, t.error_code, len(t.partitions)) for t in by_id.topics] == [
+        ("events", topic.topic_id, E.NONE, 3), (None, stranger, E.UNKNOWN_TOPIC_ID, 0)]
 
 
 def test_find_coordinator_v4_answers_each_key(groupkeeper, raw):

@@ -108,3 +108,25 @@ def test_an_unreachable_zookeeper_is_one_clear_line(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == "Error: cannot connect to ZooKeeper at 127.0.0.1:1"
+
+
+def test_brokers_that_are_not_host_port_are_one_clear_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "coordinator", "run", "--brokers", "kafka-1:9092,kafka-2",
+                           "--zookeeper", "127.0.0.1:1", "--data-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == ["Error: brokers: 'kafka-2' is not HOST:PORT"]
+
+
+def test_no_broker_reachable_at_start_up_names_the_addresses_and_serves_anyway(zookeeper, tmp_path):
+    dead = [free_port(), free_port()]
+    proc = _start("--zookeeper", zookeeper.connect_string, "--data-dir", str(tmp_path), "--instance-id", "43",
+                  "--brokers", ",".join(f"127.0.0.1:{p}" for p in dead))
+    try:
+        warning = _wait_for(proc, "no broker answered Metadata: serving from what was known")
+        assert [t.split(" ")[0] for t in warning["tried"]] == [f"127.0.0.1:{p}" for p in dead]
+        _wait_for(proc, "group-partitions loaded")  # serving, though nothing is known of the cluster
+        assert _stop(proc) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

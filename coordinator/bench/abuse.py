@@ -36,7 +36,7 @@ from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND
                               JOIN_GROUP, LEAVE_GROUP, METADATA, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP)
 
 from ..admin import AdminError, Connection, Unreachable, read_exactly
-from ..store.topic_admin import RegistryAdmin
+from ..topics.zookeeper_admin import RegistryAdmin
 from ..store.zkserver import ZooKeeperServer, free_port
 from .process import NotStarted, RunProcess, raise_open_files
 

@@ -43,7 +43,7 @@ from ..store.bridge import ZooKeeperBridge
 from ..store.fence import Fence, NotOwner, Previous, StoreError, StoreUnavailable, release
 from ..store.partition import PartitionStore
 from ..store.writer import OffsetWriter
-from ..store.registry import TopicRegistry
+from ..topics.view import TopicView
 from ..store.session import SessionGuard
 from .handover import take
 from .membership import Instance, Membership
@@ -74,12 +74,12 @@ class _Slot:
 
 
 class Coordinator:
-    def __init__(self, zk: ZooKeeperBridge, guard: SessionGuard, registry: TopicRegistry,
+    def __init__(self, zk: ZooKeeperBridge, guard: SessionGuard, topics: TopicView,
                  membership: Membership, group_config: GroupConfig, assignors: dict[str, Assignor],
                  strict: bool = False, events: EventSink = DISCARD):
         self.zk = zk
         self.guard = guard
-        self.registry = registry
+        self.topics = topics
         self.membership = membership
         self.instance_id = membership.me.id
         self.group_config = group_config
@@ -167,7 +167,7 @@ class Coordinator:
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.group_partitions = await group_partitions(self.zk)
         self.placement = Placement(self.zk, self.membership, self.group_partitions)
-        changes = self.registry.subscribe()
+        changes = self.topics.subscribe()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             await nursery.start(self.writer.run)
@@ -179,7 +179,7 @@ class Coordinator:
             task_status.started()
             async for change in changes:
                 for owned in self.owned.values():
-                    owned.groups.topics_changed(change.topic, change.new_partitions)
+                    owned.groups.topics_changed(change.topic, change.new_partitions, change.recreated)
 
     async def _follow_placement(self) -> None:
         while True:
@@ -332,7 +332,10 @@ class Coordinator:
         self.log.info("group-partition handed over", partition=slot.partition, reason=reason)
 
     def _partitions_of(self, topic: str) -> int:
-        return self.registry.partitions.get(topic, 0)
+        count = self.topics.partitions.get(topic, 0)
+        if not count:  # subscribed to, not known: the groups rebalance when it is learned of
+            self.topics.want(topic)
+        return count
 
     # -- the session ------------------------------------------------------------------------
 

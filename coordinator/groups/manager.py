@@ -306,15 +306,16 @@ class GroupSet:
         self._settle(group, now)
         return error
 
-    def topics_changed(self, topic: str, partitions: int) -> None:
-        """A subscribed topic was created or grew: rebalance the groups that subscribe,
-        unless their assignment already counted `partitions` (the change was read from the
-        registry before its notification arrived)."""
+    def topics_changed(self, topic: str, partitions: int, recreated: bool = False) -> None:
+        """A subscribed topic was created, grew, was deleted (`partitions` 0) or was deleted
+        and created again: rebalance the groups that subscribe, unless their assignment
+        already counted `partitions` of the same topic (the change was read before its
+        notification arrived; a re-created topic is another topic, whatever its count)."""
         now = trio.current_time()
         for group in list(self.groups.values()):
             if group.state not in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
                 continue
-            if self._counted.get(group.group_id, {}).get(topic) == partitions:
+            if not recreated and self._counted.get(group.group_id, {}).get(topic, 0) == partitions:
                 continue
             if any(topic in _topics(m.metadata(group.protocol_name)) for m in group.members.values()):
                 group.request_rebalance(now, f"partitions of {topic} changed")

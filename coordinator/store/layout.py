@@ -37,6 +37,8 @@ import orjson
 ROOT = "/groupkeeper"
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
+KAFKA_CLUSTER_ID = "/cluster/id"  # {"version":"1","id":"<the cluster id>"}, written once
+KAFKA_CONTROLLER = "/controller"  # {"version":1,"brokerid":1,...}, while a broker is controller
 
 # ZooKeeper refuses requests over jute.maxbuffer (about 1 MB) by dropping the connection;
 # no znode and no multi() of ours goes over this.

@@ -1,47 +1,26 @@
-"""Kafka's broker and topic registry in ZooKeeper, in Kafka's own layout.
+"""The topic source beside ZooKeeper-mode Kafka (3.9 and older): Kafka's registry in ZooKeeper.
 
-`/brokers/topics/<topic>` holds `{"version":1,"partitions":{"0":[1,2],...}}` (replica
-lists by partition), `/brokers/topics/<topic>/partitions/<p>/state` the leader and ISR
-where brokers write them, `/brokers/ids/<id>` each live broker's host and port.
-`TopicRegistry` keeps an up-to-date view of all three through watches (Metadata answers
-from it) and tells subscribers about created topics and partition-count increases as soon
-as ZooKeeper fires the watch.
+`/brokers/topics/<topic>` holds `{"version":3,"partitions":{"0":[1,2],...},"topic_id":...}`
+(replica lists by partition; the topic id since Kafka 2.8, absent before),
+`/brokers/topics/<topic>/partitions/<p>/state` the leader and ISR where brokers write them,
+`/brokers/ids/<id>` each live broker's host and port. `ZooKeeperTopics` keeps its view of
+all three current through watches, and announces a change as soon as ZooKeeper fires the
+watch.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import uuid
 
 import trio
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType, KazooState
 
-from . import layout
-from .bridge import ZooKeeperBridge
-
-
-@dataclass(frozen=True)
-class Broker:
-    id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-@dataclass(frozen=True)
-class TopicChange:
-    topic: str
-    old_partitions: int  # 0 for a topic just created
-    new_partitions: int
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    leader: int
-    isr: tuple[int, ...]
-    leader_epoch: int
+from ..store import layout
+from ..store.bridge import ZooKeeperBridge
+from .view import NO_TOPIC_ID, Broker, PartitionState, TopicView, parse_topic_id, topic_id_text
 
 
 def parse_state(data: bytes) -> PartitionState | None:
@@ -54,18 +33,25 @@ def parse_state(data: bytes) -> PartitionState | None:
         return None
 
 
-def topic_data(replicas: dict[int, list[int]]) -> bytes:
-    return json.dumps({"version": 1, "partitions": {str(p): r for p, r in sorted(replicas.items())}},
-                      separators=(",", ":")).encode()
+def topic_data(replicas: dict[int, list[int]], topic_id: uuid.UUID) -> bytes:
+    """A topic's znode as Kafka 2.8 and later write it."""
+    return json.dumps({"version": 3, "topic_id": topic_id_text(topic_id),
+                       "partitions": {str(p): r for p, r in sorted(replicas.items())},
+                       "adding_replicas": {}, "removing_replicas": {}}, separators=(",", ":")).encode()
 
 
-def parse_topic(data: bytes) -> dict[int, list[int]]:
-    """Replica lists by partition; an unreadable znode counts as no partitions."""
+def parse_topic(data: bytes) -> tuple[dict[int, list[int]], uuid.UUID]:
+    """Replica lists by partition, and the topic id (NO_TOPIC_ID before Kafka 2.8 wrote
+    one); an unreadable znode counts as no partitions."""
     try:
-        partitions = json.loads(data.decode())["partitions"]
-        return {int(p): list(r) for p, r in partitions.items()}
+        topic = json.loads(data.decode())
+        replicas = {int(p): list(r) for p, r in topic["partitions"].items()}
     except (ValueError, KeyError, TypeError, AttributeError):
-        return {}
+        return {}, NO_TOPIC_ID
+    try:
+        return replicas, parse_topic_id(topic["topic_id"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return replicas, NO_TOPIC_ID
 
 
 def parse_broker(broker_id: str, data: bytes) -> Broker | None:
@@ -80,26 +66,16 @@ def parse_broker(broker_id: str, data: bytes) -> Broker | None:
         return None
 
 
-class TopicRegistry:
-    """Topics (partition counts and replicas), partition leaders and live brokers, kept
-    current by ZooKeeper watches."""
+class ZooKeeperTopics(TopicView):
+    """The view kept current by ZooKeeper watches."""
 
     def __init__(self, zk: ZooKeeperBridge):
+        super().__init__()
         self.zk = zk
-        self.partitions: dict[str, int] = {}
-        self.replicas: dict[str, dict[int, list[int]]] = {}
-        self.states: dict[tuple[str, int], PartitionState] = {}
-        self.brokers: dict[int, Broker] = {}
-        self._subscribers: list[trio.MemorySendChannel] = []
         self._events, self._events_out = trio.open_memory_channel(math.inf)
         self._token: trio.lowlevel.TrioToken | None = None
         self._stale = False  # a read failed or the session was lost: read all again on reconnection
-
-    def subscribe(self) -> trio.MemoryReceiveChannel:
-        """A channel of TopicChange: created topics and partition-count increases."""
-        send, receive = trio.open_memory_channel(math.inf)
-        self._subscribers.append(send)
-        return receive
+        self._connected = False  # the session is up: watches fire
 
     def _watch(self, event) -> None:
         """On a kazoo thread: only hand the event to trio."""
@@ -114,6 +90,9 @@ class TopicRegistry:
         await self.zk.ensure_path(layout.BROKER_TOPICS)
         await self._refresh_brokers(reread=False)
         await self._refresh_topics(reread=False)
+        await self._read_cluster(layout.KAFKA_CLUSTER_ID)
+        await self._read_cluster(layout.KAFKA_CONTROLLER)
+        self._connected = True
         task_status.started()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._follow_session, states)
@@ -125,6 +104,13 @@ class TopicRegistry:
                     await self._changed(event)
                 except* KazooException:  # disconnected mid-read: all is read again once reconnected
                     self._stale = True
+                    self.learned_at = trio.current_time()
+
+    def age(self) -> float:
+        """0 while the session is up and every watch set: each change is read as it happens."""
+        if self._connected and not self._stale:
+            return 0.0
+        return super().age()
 
     async def _changed(self, event) -> None:
         path = event.path
@@ -132,6 +118,8 @@ class TopicRegistry:
             await self._refresh_topics(reread=False)
         elif path == layout.BROKER_IDS:
             await self._refresh_brokers(reread=False)
+        elif path in (layout.KAFKA_CLUSTER_ID, layout.KAFKA_CONTROLLER):
+            await self._read_cluster(path)
         elif path.startswith(layout.BROKER_IDS + "/"):
             await self._read_broker(path.rsplit("/", 1)[1])
         elif path.startswith(layout.BROKER_TOPICS + "/"):
@@ -149,15 +137,22 @@ class TopicRegistry:
         a read cut short by a disconnection; again after the next reconnection if this one
         is cut short too."""
         async for state in states:
-            if state == KazooState.LOST:
-                self._stale = True
-            elif state == KazooState.CONNECTED and self._stale:
-                self._stale = False
+            if state != KazooState.CONNECTED:
+                if self.age() == 0.0:
+                    self.learned_at = trio.current_time()  # current until now
+                self._connected = False
+                self._stale = self._stale or state == KazooState.LOST
+                continue
+            self._connected = True
+            if self._stale:
                 try:
                     await self._refresh_brokers(reread=True)
                     await self._refresh_topics(reread=True)
+                    await self._read_cluster(layout.KAFKA_CLUSTER_ID)
+                    await self._read_cluster(layout.KAFKA_CONTROLLER)
+                    self._stale = False
                 except* KazooException:
-                    self._stale = True
+                    pass
 
     async def _refresh_topics(self, reread: bool) -> None:
         names = set(await self.zk.get_children(layout.BROKER_TOPICS, watch=self._watch))
@@ -166,29 +161,18 @@ class TopicRegistry:
         for name in names if reread else names - set(self.partitions):
             await self._read_topic(name, reread)
 
-    def _forget(self, name: str) -> None:
-        for p in range(self.partitions.pop(name, 0)):
-            self.states.pop((name, p), None)
-        self.replicas.pop(name, None)
-
     async def _read_topic(self, name: str, reread: bool) -> None:
         try:
             data, _ = await self.zk.get(f"{layout.BROKER_TOPICS}/{name}", watch=self._watch)
         except NoNodeError:
             self._forget(name)
             return
-        replicas = parse_topic(data)
-        old, new = self.partitions.get(name, 0), len(replicas)
-        for p in range(new, old):  # Kafka never shrinks a topic; a rewritten znode might
-            self.states.pop((name, p), None)
-        self.partitions[name] = new
-        self.replicas[name] = replicas
-        if new > old:  # before the leaders: groups need the count, not who leads
-            change = TopicChange(name, old, new)
-            for channel in self._subscribers:
-                channel.send_nowait(change)
+        replicas, topic_id = parse_topic(data)
+        old, known_id = self.partitions.get(name, 0), self.topic_ids.get(name)
+        self._set_topic(name, replicas, topic_id)  # before the leaders: groups need the count, not who leads
+        first = 0 if reread or known_id != topic_id else old  # a new topic's leaders, or the new partitions'
         async with trio.open_nursery() as nursery:  # one round trip for all, not one each
-            for p in range(0 if reread else old, new):
+            for p in range(first, self.partitions[name]):
                 nursery.start_soon(self._read_state, name, p)
 
     async def _read_state(self, name: str, partition: int) -> None:
@@ -208,6 +192,28 @@ class TopicRegistry:
             self.states.pop((name, partition), None)
         else:
             self.states[(name, partition)] = state
+
+    async def _read_cluster(self, path: str) -> None:
+        """The cluster id or the controller, watched: the controller moves, and both are
+        written by the first broker after us perhaps."""
+        value = None
+        while True:
+            try:
+                data, _ = await self.zk.get(path, watch=self._watch)
+            except NoNodeError:
+                if await self.zk.exists(path, watch=self._watch) is None:
+                    break
+                continue  # written meanwhile
+            try:
+                read = json.loads(data.decode())
+                value = str(read["id"]) if path == layout.KAFKA_CLUSTER_ID else int(read["brokerid"])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass
+            break
+        if path == layout.KAFKA_CLUSTER_ID:
+            self.cluster_id = value
+        else:
+            self.controller_id = value
 
     async def _refresh_brokers(self, reread: bool) -> None:
         while True:

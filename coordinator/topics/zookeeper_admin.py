@@ -7,12 +7,15 @@ thread.
 
 from __future__ import annotations
 
+import uuid
+
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from . import layout
-from .registry import Broker, parse_broker, parse_topic, topic_data
+from ..store import layout
+from .view import Broker
+from .zookeeper import parse_broker, parse_topic, topic_data
 
 
 class AdminError(Exception):
@@ -59,7 +62,8 @@ class RegistryAdmin:
         except NoNodeError:
             return []
 
-    def replicas(self, topic: str) -> dict[int, list[int]]:
+    def topic(self, topic: str) -> tuple[dict[int, list[int]], uuid.UUID]:
+        """Replicas by partition, and the topic id."""
         try:
             data, _ = self.client.get(f"{layout.BROKER_TOPICS}/{topic}")
         except NoNodeError:
@@ -81,7 +85,7 @@ class RegistryAdmin:
             raise AdminError("partitions and replication factor must be at least 1")
         replicas = self._assign(range(partitions), replication_factor)
         try:
-            self.client.create(f"{layout.BROKER_TOPICS}/{topic}", topic_data(replicas), makepath=True)
+            self.client.create(f"{layout.BROKER_TOPICS}/{topic}", topic_data(replicas, uuid.uuid4()), makepath=True)
         except NodeExistsError:
             raise AdminError(f"topic {topic!r} already exists") from None
         return replicas
@@ -92,7 +96,7 @@ class RegistryAdmin:
             data, stat = self.client.get(path)
         except NoNodeError:
             raise AdminError(f"topic {topic!r} does not exist") from None
-        replicas = parse_topic(data)
+        replicas, topic_id = parse_topic(data)
         if partitions < len(replicas):
             raise AdminError(f"topic {topic!r} has {len(replicas)} partitions; the count can only "
                              f"be increased, not decreased to {partitions}")
@@ -100,7 +104,7 @@ class RegistryAdmin:
             raise AdminError(f"topic {topic!r} already has {partitions} partitions")
         factor = len(next(iter(replicas.values()), [0]))
         replicas.update(self._assign(range(len(replicas), partitions), factor))
-        self.client.set(path, topic_data(replicas), version=stat.version)
+        self.client.set(path, topic_data(replicas, topic_id), version=stat.version)
         return replicas
 
     def _assign(self, partitions: range, factor: int) -> dict[int, list[int]]:

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ...store.topic_admin import RegistryAdmin
+from ...topics.zookeeper_admin import RegistryAdmin
 from ...store.zkserver import ZooKeeperServer, free_port
 from ..process import NotStarted, RunProcess, raise_open_files
 from .generator import Plan

@@ -1,0 +1,186 @@
+"""The topic source beside clusters without ZooKeeper (KRaft Kafka 3.3+ and 4.x, Redpanda):
+the brokers' own Metadata API, learned as Kafka's clients learn it.
+
+One connection to one broker at a time. Every `max_age` seconds, and at once (at most every
+`WANT_INTERVAL`) when a member subscribes to a topic not known, it asks Metadata for every
+topic (v12 or the broker's highest, topic ids from v10) and replaces the view with the
+answer. A broker that refuses, times out or answers what cannot be read is left for the
+next: the live brokers of the last answer first, then the bootstrap addresses, so a broker
+that goes away is replaced by another. When none answers, the coordinator keeps serving
+from the last view, says which addresses it tried (one log line per failed round) and
+tries again with a backoff that grows to `max_age`; the view's age is a metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import structlog
+import trio
+
+from protocol import ErrorCode, FrameReader, ProtocolError, RequestHeader, decode_response, encode_request
+from protocol.messages import build
+from protocol.schema import Api
+from protocol.schemas import API_VERSIONS, METADATA
+
+from .. import metrics
+from .view import NO_TOPIC_ID, Broker, PartitionState, TopicView
+
+METADATA_VERSIONS = (1, 12)  # v1: a null topic list asks for every topic; v10+: topic ids
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a bigger answer is a broken broker, not a big cluster
+MIN_BACKOFF = 0.25  # seconds before the first retry after a round in which no broker answered
+WANT_INTERVAL = 0.25  # seconds: the least time between two refreshes asked for by subscriptions
+CLIENT_ID = "groupkeeper"
+
+
+class BrokerTopics(TopicView):
+    def __init__(self, bootstrap: Sequence[tuple[str, int]], max_age: float, timeout: float = 10.0):
+        super().__init__()
+        self.bootstrap = list(bootstrap)
+        self.max_age = max_age
+        self.timeout = timeout  # for connecting, and for each answer
+        self.api_versions: dict[int, tuple[int, int]] = {}  # of the broker last asked: api key -> range
+        self.log = structlog.get_logger("groupkeeper.topics").bind(source="brokers")
+        self._connection: _BrokerConnection | None = None
+        self._wanted = trio.Event()
+
+    def want(self, topic: str) -> None:
+        self._wanted.set()
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Learn, then keep learning; started after the first round, answered or not: a
+        cluster that cannot be reached delays nothing else."""
+        backoff = MIN_BACKOFF
+        try:
+            while True:
+                learned = await self.refresh()
+                task_status.started()
+                task_status = trio.TASK_STATUS_IGNORED
+                backoff = MIN_BACKOFF if learned else min(backoff * 2, self.max_age)
+                with trio.move_on_after(self.max_age if learned else backoff):
+                    await trio.sleep(WANT_INTERVAL)
+                    await self._wanted.wait()
+                self._wanted = trio.Event()
+        finally:
+            if self._connection is not None:
+                self._connection.close()
+
+    async def refresh(self) -> bool:
+        """One round: ask the brokers in turn until one answers. Whether one did."""
+        tried = []
+        for address in self._candidates():
+            try:
+                with trio.fail_after(self.timeout):
+                    answer = await self._ask(address)
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError, _Refused) as exc:
+                kind, text = _failure(exc)
+                tried.append(f"{address[0]}:{address[1]} ({text})")
+                metrics.TOPIC_METADATA_FAILURES.labels(kind).inc()
+                if self._connection is not None:
+                    self._connection.close()
+                    self._connection = None
+                continue
+            self._learn(answer)
+            return True
+        self.log.warning("no broker answered Metadata: serving from what was known",
+                         tried=tried, age_s=None if math.isinf(self.age()) else round(self.age(), 1))
+        return False
+
+    def _candidates(self) -> list[tuple[str, int]]:
+        """The broker connected now, the live brokers of the last answer, the bootstrap list."""
+        order = [] if self._connection is None else [self._connection.address]
+        order += [(b.host, b.port) for _, b in sorted(self.brokers.items())]
+        order += self.bootstrap
+        return list(dict.fromkeys(order))
+
+    async def _ask(self, address: tuple[str, int]):
+        if self._connection is None:
+            self._connection = await _BrokerConnection.open(address)
+            self.api_versions = await self._connection.api_versions()
+        low, high = self.api_versions.get(METADATA.key, (0, -1))
+        version = min(high, METADATA_VERSIONS[1])
+        if version < max(low, METADATA_VERSIONS[0]):
+            raise _Refused(f"Metadata v{low}-{high} only")
+        return await self._connection.call(METADATA, version, {
+            "topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+
+    def _learn(self, answer) -> None:
+        """The view becomes the answer: topics (and their changes announced), leaders, brokers."""
+        self.brokers = {b.node_id: Broker(b.node_id, b.host, b.port, b.rack) for b in answer.brokers}
+        self.cluster_id = answer.cluster_id
+        self.controller_id = answer.controller_id if answer.controller_id in self.brokers else None
+        listed = set()
+        for topic in answer.topics:
+            if topic.error_code != ErrorCode.NONE or not topic.name:
+                continue  # not authorized, or being deleted: as if absent
+            listed.add(topic.name)
+            self._set_topic(topic.name, {p.partition_index: list(p.replica_nodes) for p in topic.partitions},
+                            topic.topic_id or NO_TOPIC_ID)
+            for p in topic.partitions:
+                if p.leader_id >= 0:
+                    self.states[(topic.name, p.partition_index)] = PartitionState(
+                        p.leader_id, tuple(p.isr_nodes), p.leader_epoch)
+                else:
+                    self.states.pop((topic.name, p.partition_index), None)
+        for gone in set(self.partitions) - listed:
+            self._forget(gone)
+        self.learned_at = trio.current_time()
+
+
+class _Refused(Exception):
+    """A broker that answered, but not what we can use."""
+
+
+def _failure(exc: BaseException) -> tuple[str, str]:
+    """(kind, as a metric's label; what happened, for the log)."""
+    if isinstance(exc, trio.TooSlowError):
+        return "timeout", "no answer in time"
+    if isinstance(exc, (ProtocolError, _Refused)):
+        return "bad answer", str(exc)
+    if isinstance(exc, trio.BrokenResourceError):
+        return "connection lost", str(exc) or "connection lost"
+    return "unreachable", str(exc) or type(exc).__name__
+
+
+class _BrokerConnection:
+    """One connection to a broker speaking our codec, a request at a time."""
+
+    def __init__(self, address: tuple[str, int], stream: trio.SocketStream):
+        self.address = address
+        self.stream = stream
+        self.reader = FrameReader(MAX_ANSWER_BYTES)
+        self.correlation = 0
+
+    @classmethod
+    async def open(cls, address: tuple[str, int]) -> _BrokerConnection:
+        return cls(address, await trio.open_tcp_stream(*address))
+
+    async def api_versions(self) -> dict[int, tuple[int, int]]:
+        """The broker's API ranges (ApiVersions v3, or v0 if it does not speak v3)."""
+        answer = await self.call(API_VERSIONS, 3, {"client_software_name": CLIENT_ID,
+                                                   "client_software_version": "1"})
+        if answer.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            answer = await self.call(API_VERSIONS, 0, {})
+        if answer.error_code != ErrorCode.NONE:
+            raise _Refused(f"ApiVersions error {answer.error_code}")
+        return {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+
+    async def call(self, api: Api, version: int, body: dict):
+        self.correlation += 1
+        await self.stream.send_all(encode_request(
+            RequestHeader(api.key, version, self.correlation, CLIENT_ID), build(api.request.struct, body)))
+        while not (frames := self.reader.frames()):
+            data = await self.stream.receive_some(65536)
+            if not data:
+                raise trio.BrokenResourceError("closed by the broker")
+            self.reader.feed(data)
+        if len(frames) > 1:
+            raise _Refused("answered more than was asked")
+        correlation_id, answer = decode_response(api.key, version, frames[0])
+        if correlation_id != self.correlation:
+            raise _Refused(f"answered request {correlation_id}, not {self.correlation}")
+        return answer
+
+    def close(self) -> None:
+        self.stream.socket.close()

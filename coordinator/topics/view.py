@@ -1,0 +1,118 @@
+"""What the coordinator knows of the Kafka cluster beside it, whichever source keeps it.
+
+Both sources (`zookeeper.py`: Kafka's ZooKeeper layout; `brokers.py`: the brokers' own
+Metadata API) fill the same `TopicView`; the rest of the coordinator reads it (Metadata
+answers, partition counts for assignments) and subscribes to its changes (groups
+rebalance). A change is announced the same way from either source: a topic created, grown,
+deleted, or deleted and created again under the same name (a new topic id).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import uuid
+from dataclasses import dataclass
+
+import trio
+
+NO_TOPIC_ID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: a topic whose id is not known
+
+
+@dataclass(frozen=True)
+class Broker:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int
+    isr: tuple[int, ...]
+    leader_epoch: int
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    topic: str
+    old_partitions: int  # 0 for a topic just created (or created again)
+    new_partitions: int  # 0 for a topic deleted
+    recreated: bool = False  # deleted and created again: a new topic id, whatever its count
+
+
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """Kafka's text form of a topic id: URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def parse_topic_id(text: str) -> uuid.UUID:
+    """The topic id in Kafka's text form; ValueError if it is not one."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"{text!r} is not a topic id")
+    return uuid.UUID(bytes=raw)
+
+
+class TopicView:
+    """Topics (partition counts, replicas, topic ids), partition leaders and live brokers,
+    as a source last learned them. Only the source writes; everything else reads."""
+
+    def __init__(self):
+        self.partitions: dict[str, int] = {}
+        self.replicas: dict[str, dict[int, list[int]]] = {}
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.brokers: dict[int, Broker] = {}
+        self.cluster_id: str | None = None  # the Kafka cluster's, where known: clients check it
+        self.controller_id: int | None = None  # the cluster's controller broker, where known
+        self.learned_at = -math.inf  # trio time the view was last known complete and current
+        self._subscribers: list[trio.MemorySendChannel] = []
+
+    def subscribe(self) -> trio.MemoryReceiveChannel:
+        """A channel of TopicChange."""
+        send, receive = trio.open_memory_channel(math.inf)
+        self._subscribers.append(send)
+        return receive
+
+    def want(self, topic: str) -> None:
+        """A member subscribes to `topic`, which is not known: learn of it soon. A source that
+        is told of every change as it happens has nothing to do."""
+
+    def age(self) -> float:
+        """Seconds since the view was last known current (inf: never)."""
+        return trio.current_time() - self.learned_at
+
+    def _set_topic(self, name: str, replicas: dict[int, list[int]], topic_id: uuid.UUID) -> None:
+        """A topic as the source now reads it: kept, and its change announced."""
+        old = self.partitions.get(name)
+        known_id = self.topic_ids.get(name, NO_TOPIC_ID)
+        recreated = old is not None and NO_TOPIC_ID not in (known_id, topic_id) and known_id != topic_id
+        if recreated:
+            self._forget(name, announce=False)
+            old = None
+        new = len(replicas)
+        for p in range(new, old or 0):  # Kafka never shrinks a topic; a rewritten znode might
+            self.states.pop((name, p), None)
+        self.partitions[name] = new
+        self.replicas[name] = replicas
+        self.topic_ids[name] = topic_id
+        if recreated:
+            self._announce(TopicChange(name, 0, new, recreated=True))
+        elif new > (old or 0):
+            self._announce(TopicChange(name, old or 0, new))
+
+    def _forget(self, name: str, announce: bool = True) -> None:
+        """A topic that is gone."""
+        old = self.partitions.pop(name, None)
+        for p in range(old or 0):
+            self.states.pop((name, p), None)
+        self.replicas.pop(name, None)
+        self.topic_ids.pop(name, None)
+        if announce and old:
+            self._announce(TopicChange(name, old, 0))
+
+    def _announce(self, change: TopicChange) -> None:
+        for channel in self._subscribers:
+            channel.send_nowait(change)

@@ -1,0 +1,146 @@
+"""groupkeeper beside a cluster without ZooKeeper: `run --brokers` pointed at stand-in
+brokers (a cluster whose topics are known only through Metadata, as KRaft Kafka's and
+Redpanda's are). What clients read of the cluster through groupkeeper (its brokers, id,
+controller, leaders and topic ids, current within the refresh interval), and groups
+following the cluster's topics: created, grown, subscribed to before they exist, deleted,
+deleted and created again.
+
+The members here are our raw client, which talks to groupkeeper only. Unmodified consumers
+that also talk to the cluster's brokers are not shown to work, because they do not: they
+send FindCoordinator to whichever broker they like, and librdkafka drops groupkeeper's node
+once a broker's Metadata has no such node (docs/architecture.md, "Beside which cluster").
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from coordinator.handlers import INSTANCE_NODE_BASE
+from coordinator.store.zkserver import free_port
+from protocol.schemas import METADATA
+from tests.clients import RawConnection, RawMember
+from tests.coordinator_process import CoordinatorProcess
+from tests.standin_broker import Log, StandInBroker
+from tests.test_groups_cli import described
+
+ORDERS = uuid.UUID(int=0xA1)
+
+
+@pytest.fixture
+def standin():
+    broker = StandInBroker({}, {"orders": (4, ORDERS)}).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def _groupkeeper(zookeeper, tmp_path, *brokers: int) -> CoordinatorProcess:
+    process = CoordinatorProcess(zookeeper, tmp_path, brokers=",".join(f"127.0.0.1:{port}" for port in brokers),
+                                 metadata_max_age_ms=200)
+    process.start()
+    return process
+
+
+def _metadata(process: CoordinatorProcess, topics=None):
+    connection = RawConnection(process.port)
+    try:
+        return connection.call(METADATA, 12, {"topics": topics, "allow_auto_topic_creation": False})
+    finally:
+        connection.close()
+
+
+def _until(condition, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+    return found
+
+
+def test_clients_read_the_clusters_brokers_leaders_and_topic_ids_through_groupkeeper(zookeeper, tmp_path, standin):
+    groupkeeper = _groupkeeper(zookeeper, tmp_path, standin.port)
+    try:
+        body = _metadata(groupkeeper)
+        assert sorted((b.node_id, b.port) for b in body.brokers) == [
+            (1, standin.port), (INSTANCE_NODE_BASE, groupkeeper.port)]
+        assert body.cluster_id == "standin-cluster" and body.controller_id == 1  # the cluster's, not ours
+        (orders,) = body.topics
+        assert (orders.name, orders.topic_id, orders.error_code) == ("orders", ORDERS, 0)
+        assert [(p.partition_index, p.leader_id, p.replica_nodes) for p in orders.partitions] == [
+            (p, 1, [1]) for p in range(4)]
+        status, text = groupkeeper.scrape()
+        (age,) = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+                  if s.name == "groupkeeper_topic_metadata_age_seconds"]
+        assert status == 200 and 0 <= age < 5
+
+        standin.topics["orders"] = (6, ORDERS)
+        standin.topics["clicks"] = (2, uuid.UUID(int=0xC1))
+        _until(lambda: {t.name: len(t.partitions) for t in _metadata(groupkeeper).topics} == {"orders": 6, "clicks": 2})
+    finally:
+        assert groupkeeper.stop() == 0
+
+
+def test_groups_rebalance_as_the_clusters_topics_change(zookeeper, tmp_path, standin):
+    groupkeeper = _groupkeeper(zookeeper, tmp_path, standin.port)
+    member = RawMember(groupkeeper.port, "follows", "orders", "later")
+    try:
+        assert member.join_and_sync() == {"orders": [0, 1, 2, 3]}
+        standin.topics["orders"] = (6, ORDERS)  # grown
+        assert member.rejoin_when_asked() == {"orders": list(range(6))}
+        standin.topics["later"] = (2, uuid.UUID(int=0xB2))  # subscribed to before it existed
+        assert member.rejoin_when_asked() == {"orders": list(range(6)), "later": [0, 1]}
+        standin.topics["later"] = (2, uuid.UUID(int=0xB3))  # deleted and created again: another topic
+        assert member.rejoin_when_asked() == {"orders": list(range(6)), "later": [0, 1]}
+        del standin.topics["later"]  # deleted
+        assert member.rejoin_when_asked() == {"orders": list(range(6))}
+        events = [e for e in groupkeeper.events() if e.get("event") == "rebalance started"]
+        assert len(events) >= 4
+    finally:
+        member.close()
+        assert groupkeeper.stop() == 0
+
+
+def test_a_broker_restarted_on_another_port_among_the_bootstrap_addresses(zookeeper, tmp_path):
+    first_port, second_port = free_port(), free_port()
+    table = {"orders": (4, ORDERS)}
+    first = StandInBroker({}, table, port=first_port).start()
+    groupkeeper = _groupkeeper(zookeeper, tmp_path, first_port, second_port)
+    second = None
+    try:
+        assert [t.name for t in _metadata(groupkeeper).topics] == ["orders"]
+        first.stop()
+        table["clicks"] = (1, uuid.UUID(int=0xC1))
+        second = StandInBroker({}, table, port=second_port).start()
+        body = _until(lambda: next((b for b in [_metadata(groupkeeper)] if len(b.topics) == 2), None), timeout=20)
+        assert sorted((n.node_id, n.port) for n in body.brokers) == [
+            (1, second_port), (INSTANCE_NODE_BASE, groupkeeper.port)]
+        failures = [s for f in text_string_to_metric_families(groupkeeper.scrape()[1]) for s in f.samples
+                    if s.name == "groupkeeper_topic_metadata_failures_total"]
+        assert sum(s.value for s in failures) >= 1  # the first broker gone was noticed, and counted
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+        assert groupkeeper.stop() == 0
+
+
+def test_lag_comes_from_the_leaders_the_brokers_named(zookeeper, tmp_path):
+    broker = StandInBroker({("lagged", 0): Log(0, 100), ("lagged", 1): Log(10, 50)},
+                           {"lagged": (2, uuid.UUID(int=0xD1))}).start()
+    groupkeeper = _groupkeeper(zookeeper, tmp_path, broker.port)
+    member = RawMember(groupkeeper.port, "laggards", "lagged")
+    try:
+        assert member.join_and_sync() == {"lagged": [0, 1]}
+        assert member.commit("lagged", {0: 40, 1: 45}) == [0, 0]
+        rows = described(groupkeeper.bootstrap, "laggards")["offsets"]
+        assert [(r["partition"], r["current_offset"], r["log_end_offset"], r["lag"]) for r in rows] == [
+            (0, 40, 100, 60), (1, 45, 50, 5)]
+    finally:
+        member.close()
+        broker.stop()
+        assert groupkeeper.stop() == 0
