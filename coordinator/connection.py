@@ -28,7 +28,7 @@ from protocol import (ErrorCode, FrameReader, ProtocolError, RequestHeader, Unsu
 from protocol.schemas import API_VERSIONS, HEARTBEAT
 
 from . import metrics
-from .handlers import api_versions_response
+from .handlers import CloseConnection
 from .pending import Answer, Pending
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class Connection:
                     return self.close(f"unsupported request: API {header.api_key} v{header.api_version}")
                 self._add(encode_response(RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
                                                         header.client_id),
-                                          api_versions_response(ErrorCode.UNSUPPORTED_VERSION)))
+                                          server.handlers.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)))
                 continue
             answer, waits = handler
             # a client that does not take its answers gets no more of them computed, nor is
@@ -139,6 +139,8 @@ class Connection:
             handling = time.perf_counter()
             try:
                 body = answer(header, request, self.host)
+            except CloseConnection as exc:
+                return self.close(str(exc))
             except Exception as exc:  # a bug: close this connection, keep serving the others
                 return self.fail(header.api_key, exc)
             if type(body) is Pending:  # completed by a callback: its place in the line is kept

@@ -16,9 +16,9 @@ from functools import partial
 
 from protocol import ErrorCode, messages as m
 from protocol.hot import heartbeat_answer, read_heartbeat
-from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
-                              HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, METADATA,
-                              OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP)
+from protocol.schemas import (API_VERSIONS, APIS, DELETE_GROUPS, DESCRIBE_GROUPS, FETCH, FIND_COORDINATOR,
+                              HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, LIST_OFFSETS, METADATA,
+                              OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH, PRODUCE, SYNC_GROUP)
 
 from . import metrics
 from .cluster.membership import Instance
@@ -39,6 +39,14 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     OFFSET_COMMIT.key: (2, 8), OFFSET_FETCH.key: (1, 8), LIST_GROUPS.key: (0, 4),
     DESCRIBE_GROUPS.key: (0, 5), DELETE_GROUPS.key: (0, 2),
 }
+# The APIs clients send only to a partition's leader. Some clients apply the bootstrap
+# server's ApiVersions to every broker (KafkaJS does, and stops a consumer whose broker lacks
+# Fetch), so they are advertised with the cluster's ranges: what the brokers say (the
+# `brokers` topic source) or, beside ZooKeeper-mode Kafka, what every version since 2.8
+# serves; within what we can read. A coordinator leads nothing: it answers every partition
+# NOT_LEADER_OR_FOLLOWER, and the client looks the leader up again.
+LEADER_ONLY: dict[int, tuple[int, int]] = {
+    PRODUCE.key: (3, 9), FETCH.key: (4, 12), LIST_OFFSETS.key: (1, 6), OFFSET_FOR_LEADER_EPOCH.key: (2, 4)}
 INSTANCE_NODE_BASE = 1_000_000_000  # coordinator node ids: never a broker's
 MAX_TOPIC_NAME = 249  # characters: Kafka's limit on topic names
 MAX_OFFSET_METADATA = 4096  # characters: Kafka's offset.metadata.max.bytes
@@ -51,9 +59,9 @@ def node_id(instance: Instance) -> int:
     return INSTANCE_NODE_BASE + instance.id
 
 
-def api_versions_response(error: ErrorCode = E.NONE) -> m.ApiVersionsResponse:
-    return m.ApiVersionsResponse(error_code=error, api_keys=[
-        m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())])
+class CloseConnection(Exception):
+    """A request whose only answer is to close its connection (Kafka's, for an error on a
+    produce that asked for no answer)."""
 
 
 class Handlers:
@@ -68,21 +76,63 @@ class Handlers:
             OFFSET_FETCH.key: self.offset_fetch, LIST_GROUPS.key: self.list_groups,
             DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups,
         }
+        self._table.update(dict.fromkeys(LEADER_ONLY, self.not_leader))
         # the APIs whose handlers may answer with a coroutine (they wait for something)
         self._waits = {JOIN_GROUP.key, SYNC_GROUP.key, OFFSET_COMMIT.key, OFFSET_FETCH.key, DELETE_GROUPS.key}
 
     def dispatch(self, api_key: int, api_version: int) -> tuple[Callable, bool] | None:
         """The handler of (api, version) and whether it may answer with a coroutine; None
-        for what is not advertised: refused, not guessed at."""
+        for what is not served: refused, not guessed at. A leader-only API is answered in
+        every version we can read, advertised or not (the cluster's ranges may change)."""
         lo, hi = SUPPORTED.get(api_key, (0, -1))
+        if api_key in LEADER_ONLY:
+            versions = APIS[api_key].versions
+            lo, hi = versions.low, versions.high
         if not lo <= api_version <= hi:
             return None
         return self._table[api_key], api_key in self._waits
 
     # -- cluster --------------------------------------------------------------------------
 
+    def api_versions_response(self, error: ErrorCode = E.NONE) -> m.ApiVersionsResponse:
+        """What we serve, and the leader-only APIs in the versions the cluster's brokers and
+        we both speak."""
+        advertised = dict(SUPPORTED)
+        cluster = self.topics.api_versions or LEADER_ONLY
+        for key in LEADER_ONLY:
+            theirs, ours = cluster.get(key, (0, -1)), APIS[key].versions
+            lo, hi = max(theirs[0], ours.low), min(theirs[1], ours.high)
+            if lo <= hi:
+                advertised[key] = (lo, hi)
+        return m.ApiVersionsResponse(error_code=error, api_keys=[
+            m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(advertised.items())])
+
     def api_versions(self, header, request, client_host):
-        return api_versions_response()
+        return self.api_versions_response()
+
+    def not_leader(self, header, request, client_host):
+        """A leader-only request: NOT_LEADER_OR_FOLLOWER for every partition it names."""
+        key, no = header.api_key, E.NOT_LEADER_OR_FOLLOWER
+        if key == FETCH.key:
+            if request.session_id:  # a fetch session we never opened
+                return m.FetchResponse(error_code=E.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+            return m.FetchResponse(responses=[m.FetchableTopicResponse(
+                topic=t.topic, topic_id=t.topic_id, partitions=[m.FetchPartitionData(
+                    partition_index=p.partition, error_code=no, high_watermark=-1) for p in t.partitions])
+                for t in request.topics])
+        if key == PRODUCE.key:
+            if request.acks == 0:
+                raise CloseConnection("produce with acks=0 to a coordinator")
+            return m.ProduceResponse(responses=[m.TopicProduceResponse(
+                name=t.name, topic_id=t.topic_id, partition_responses=[m.PartitionProduceResponse(
+                    index=p.index, error_code=no, base_offset=-1) for p in t.partition_data])
+                for t in request.topic_data])
+        if key == LIST_OFFSETS.key:
+            return m.ListOffsetsResponse(topics=[m.ListOffsetsTopicResponse(name=t.name, partitions=[
+                m.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=no)
+                for p in t.partitions]) for t in request.topics])
+        return m.OffsetForLeaderEpochResponse(topics=[m.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
+            m.EpochEndOffset(error_code=no, partition=p.partition) for p in t.partitions]) for t in request.topics])
 
     def metadata(self, header, request, client_host):
         """Brokers and leaders from Kafka's registry, and every live coordinator instance as one

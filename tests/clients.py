@@ -10,7 +10,7 @@ import time
 
 from confluent_kafka import Consumer as CKConsumer
 from kafka import KafkaConsumer
-from kafka.errors import CommitFailedError, RebalanceInProgressError
+from kafka.errors import CommitFailedError, KafkaConnectionError, RebalanceInProgressError
 
 from coordinator.admin import read_exactly
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
@@ -33,7 +33,7 @@ def kp_consumer(bootstrap: str, group: str, *topics: str, **extra) -> KafkaConsu
                              session_timeout_ms=6000, heartbeat_interval_ms=500, **extra)
     deadline = time.monotonic() + 30
     for topic in topics:
-        while not consumer.partitions_for_topic(topic):
+        while not _partitions_for(consumer, topic):
             assert time.monotonic() < deadline, f"no metadata for {topic}"
             time.sleep(0.1)
     if topics:
@@ -41,11 +41,20 @@ def kp_consumer(bootstrap: str, group: str, *topics: str, **extra) -> KafkaConsu
     return consumer
 
 
+def _partitions_for(consumer: KafkaConsumer, topic: str):
+    """The topic's partitions as the consumer knows them; None while its metadata request
+    fails (it asked a broker it cannot reach: an application retries)."""
+    try:
+        return consumer.partitions_for_topic(topic)
+    except KafkaConnectionError:
+        return None
+
+
 class CK:
     """A confluent-kafka consumer that records what its rebalance callbacks saw: with a
     cooperative strategy they see increments, and it applies them as librdkafka expects."""
 
-    def __init__(self, bootstrap: str, group: str, *topics: str, on_revoke=None, strategy: str = "range"):
+    def __init__(self, bootstrap: str, group: str, *topics: str, on_revoke=None, strategy: str = "range", **config):
         self.assigned: set[tuple[str, int]] = set()
         self.history: list[tuple[str, set[tuple[str, int]]]] = []
         self.on_revoke = on_revoke
@@ -53,7 +62,7 @@ class CK:
         self.consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                                     "enable.auto.commit": False, "session.timeout.ms": 6000,
                                     "heartbeat.interval.ms": 500, "log_level": 3,
-                                    "partition.assignment.strategy": strategy})
+                                    "partition.assignment.strategy": strategy, **config})
         self.consumer.subscribe(list(topics), on_assign=self._assign, on_revoke=self._revoke)
 
     def _assign(self, consumer, partitions):

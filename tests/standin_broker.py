@@ -44,14 +44,18 @@ class Log:
 class StandInBroker:
     """`topics` (name -> (partition count, topic id)) is what Metadata lists, every partition
     led by this broker (node `node_id`), or by none without `leads`; the test may change it
-    at any time. `metadata_versions` is the Metadata range ApiVersions advertises."""
+    at any time. `metadata_versions` is the Metadata range ApiVersions advertises, and
+    `advertises` more ranges it claims (to stand for a cluster's), though it serves none of them."""
 
     def __init__(self, logs: dict[tuple[str, int], Log], topics: dict[str, tuple[int, uuid.UUID]] | None = None,
-                 node_id: int = 1, port: int = 0, metadata_versions: tuple[int, int] = (0, 12), leads: bool = True):
+                 node_id: int = 1, port: int = 0, metadata_versions: tuple[int, int] = (0, 12), leads: bool = True,
+                 advertises: dict[int, tuple[int, int]] | None = None, advertised_port: int | None = None):
         self.logs = logs
         self.topics = {} if topics is None else topics
         self.node_id = node_id
         self.leads = leads
+        self.advertises = advertises or {}
+        self.advertised_port = advertised_port  # the port its Metadata names for it; default: its own
         self.metadata_versions = metadata_versions
         self.listener = socket.create_server(("127.0.0.1", port))
         self.listener.settimeout(0.1)
@@ -127,7 +131,8 @@ class StandInBroker:
                 m.ApiVersion(api_key=API_VERSIONS.key, min_version=0, max_version=4),
                 m.ApiVersion(api_key=LIST_OFFSETS.key, min_version=1, max_version=7),
                 m.ApiVersion(api_key=METADATA.key, min_version=self.metadata_versions[0],
-                             max_version=self.metadata_versions[1])])
+                             max_version=self.metadata_versions[1])] + [
+                m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in self.advertises.items()])
         if api_key == METADATA.key:
             return self.metadata(request)
         topics = []
@@ -163,7 +168,7 @@ class StandInBroker:
                                             isr_nodes=[self.node_id] if self.leads else [])
                 for p in range(count)]))
         return m.MetadataResponse(brokers=[m.MetadataResponseBroker(node_id=self.node_id, host="127.0.0.1",
-                                                                    port=self.port)],
+                                                                    port=self.advertised_port or self.port)],
                                   cluster_id="standin-cluster", controller_id=self.node_id, topics=answered)
 
 

@@ -5,10 +5,12 @@ controller, leaders and topic ids, current within the refresh interval), and gro
 following the cluster's topics: created, grown, subscribed to before they exist, deleted,
 deleted and created again.
 
-The members here are our raw client, which talks to groupkeeper only. Unmodified consumers
-that also talk to the cluster's brokers are not shown to work, because they do not: they
-send FindCoordinator to whichever broker they like, and librdkafka drops groupkeeper's node
-once a broker's Metadata has no such node (docs/architecture.md, "Beside which cluster").
+The members are our raw client, and unmodified kafka-python and confluent-kafka consumers
+that cannot reach the brokers themselves (the stand-in's Metadata names an address nobody
+listens on; groupkeeper reaches it through its bootstrap address). Consumers that do reach
+the cluster's brokers are not shown to work, because they do not: they send FindCoordinator
+to whichever broker they like, and librdkafka drops groupkeeper's node once a broker's
+Metadata has no such node (docs/architecture.md, "Beside which cluster").
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ import time
 import uuid
 
 import pytest
+from kafka import TopicPartition
+from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.handlers import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
-from protocol.schemas import METADATA
-from tests.clients import RawConnection, RawMember
+from protocol.schemas import API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH, PRODUCE
+from tests.clients import CK, RawConnection, RawMember, kp_assigned, kp_commit, kp_consumer, poll_until
 from tests.coordinator_process import CoordinatorProcess
 from tests.standin_broker import Log, StandInBroker
 from tests.test_groups_cli import described
@@ -32,7 +36,8 @@ ORDERS = uuid.UUID(int=0xA1)
 
 @pytest.fixture
 def standin():
-    broker = StandInBroker({}, {"orders": (4, ORDERS)}).start()
+    # a Kafka 4.0 broker's ranges for two of the APIs clients send only to leaders
+    broker = StandInBroker({}, {"orders": (4, ORDERS)}, advertises={FETCH.key: (4, 17), PRODUCE.key: (3, 12)}).start()
     try:
         yield broker
     finally:
@@ -77,6 +82,16 @@ def test_clients_read_the_clusters_brokers_leaders_and_topic_ids_through_groupke
         (age,) = [s.value for f in text_string_to_metric_families(text) for s in f.samples
                   if s.name == "groupkeeper_topic_metadata_age_seconds"]
         assert status == 200 and 0 <= age < 5
+
+        # the leader-only APIs as the cluster's brokers serve them, within what groupkeeper reads
+        connection = RawConnection(groupkeeper.port)
+        try:
+            ranges = {k.api_key: (k.min_version, k.max_version) for k in connection.call(API_VERSIONS, 3, {
+                "client_software_name": "t", "client_software_version": "1"}).api_keys}
+        finally:
+            connection.close()
+        assert {k: ranges.get(k) for k in (FETCH.key, PRODUCE.key, LIST_OFFSETS.key, OFFSET_FOR_LEADER_EPOCH.key)} == {
+            FETCH.key: (4, 17), PRODUCE.key: (3, 12), LIST_OFFSETS.key: (1, 7), OFFSET_FOR_LEADER_EPOCH.key: None}
 
         standin.topics["orders"] = (6, ORDERS)
         standin.topics["clicks"] = (2, uuid.UUID(int=0xC1))
@@ -142,5 +157,43 @@ def test_lag_comes_from_the_leaders_the_brokers_named(zookeeper, tmp_path):
             (0, 40, 100, 60), (1, 45, 50, 5)]
     finally:
         member.close()
+        broker.stop()
+        assert groupkeeper.stop() == 0
+
+
+def test_unmodified_consumers_follow_the_clusters_topics(zookeeper, tmp_path):
+    """kafka-python and confluent-kafka members, bootstrapping from groupkeeper: joined,
+    assigned, then rebalanced as the cluster's topics grow, appear, and are created again.
+    The broker's Metadata names an address the consumers cannot connect to (groupkeeper
+    reaches it through its bootstrap address), so they talk to groupkeeper alone: a
+    consumer that reaches the brokers does not keep to groupkeeper (see the module's text)."""
+    unreachable = free_port()
+    broker = StandInBroker({}, {"orders": (4, ORDERS)}, advertised_port=unreachable).start()
+    groupkeeper = _groupkeeper(zookeeper, tmp_path, broker.port)
+    # librdkafka joins with the subscribed topics its own metadata knows, and looks again every
+    # topic.metadata.refresh.interval.ms (5 min by default): a second here
+    ck = CK(groupkeeper.bootstrap, "unmodified", "orders", "later", **{"topic.metadata.refresh.interval.ms": 1000})
+    kp = None
+    try:
+        poll_until(lambda: ck.assigned == {("orders", p) for p in range(4)}, ck)
+        kp = kp_consumer(groupkeeper.bootstrap, "unmodified", "orders")
+        both = lambda: kp_assigned(kp) | ck.assigned  # noqa: E731
+        poll_until(lambda: kp_assigned(kp) and ck.assigned and both() == {("orders", p) for p in range(4)}
+                   and not kp_assigned(kp) & ck.assigned, kp, ck)
+        broker.topics["orders"] = (6, ORDERS)  # grown
+        poll_until(lambda: both() == {("orders", p) for p in range(6)} and not kp_assigned(kp) & ck.assigned,
+                   kp, ck)
+        broker.topics["later"] = (2, uuid.UUID(int=0xB2))  # created after a member subscribed to it
+        poll_until(lambda: {("later", 0), ("later", 1)} <= ck.assigned, kp, ck)
+        assigns = sum(1 for kind, _ in ck.history if kind == "assign")
+        broker.topics["later"] = (2, uuid.UUID(int=0xB3))  # deleted and created again: another topic
+        poll_until(lambda: sum(1 for kind, _ in ck.history if kind == "assign") > assigns
+                   and {("later", 0), ("later", 1)} <= ck.assigned, kp, ck)
+        kp_commit(kp, {TopicPartition(t, p): OffsetAndMetadata(7, "", -1) for t, p in kp_assigned(kp)})
+        assert all(kp.committed(TopicPartition(t, p)) == 7 for t, p in kp_assigned(kp))
+    finally:
+        if kp is not None:
+            kp.close()
+        ck.consumer.close()
         broker.stop()
         assert groupkeeper.stop() == 0

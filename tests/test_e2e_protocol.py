@@ -13,8 +13,9 @@ from coordinator.admin import read_exactly
 from coordinator.topics.view import NO_TOPIC_ID
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build
-from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP, LIST_GROUPS,
-                              METADATA, OFFSET_COMMIT, OFFSET_FETCH)
+from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FETCH, FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP,
+                              LIST_GROUPS, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
+                              OFFSET_FOR_LEADER_EPOCH, PRODUCE)
 from tests.clients import RawConnection, RawMember, join_together
 from tests.coordinator_process import CoordinatorProcess
 
@@ -45,7 +46,46 @@ def test_api_versions_advertises_exactly_what_is_served(raw):
     body = raw.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert ranges[OFFSET_COMMIT.key] == (2, 8) and ranges[FIND_COORDINATOR.key] == (0, 4)
+    # and the leader-only APIs, as every ZooKeeper-mode Kafka since 2.8 serves them
+    assert {k: ranges.pop(k) for k in (PRODUCE.key, FETCH.key, LIST_OFFSETS.key, OFFSET_FOR_LEADER_EPOCH.key)} == {
+        PRODUCE.key: (3, 9), FETCH.key: (4, 12), LIST_OFFSETS.key: (1, 6), OFFSET_FOR_LEADER_EPOCH.key: (2, 4)}
     assert len(ranges) == 12
+
+
+def test_leader_only_requests_are_answered_as_a_broker_that_leads_nothing(groupkeeper):
+    """A client that takes the bootstrap server's ApiVersions for every broker's (as KafkaJS
+    does) and sends a leader's requests here: every partition NOT_LEADER_OR_FOLLOWER, at the
+    versions advertised; a produce without acks closes the connection, as a broker does."""
+    raw = RawConnection(groupkeeper.port)
+    try:
+        advertised = {k.api_key: k.max_version for k in raw.call(API_VERSIONS, 3, {
+            "client_software_name": "t", "client_software_version": "1"}).api_keys}
+        fetched = raw.call(FETCH, advertised[FETCH.key], {"max_wait_ms": 500, "min_bytes": 1, "topics": [
+            {"topic": "events", "partitions": [{"partition": 0, "fetch_offset": 5, "partition_max_bytes": 1024},
+                                               {"partition": 2, "fetch_offset": 0, "partition_max_bytes": 1024}]}]})
+        assert [(t.topic, [(p.partition_index, p.error_code, p.records) for p in t.partitions])
+                for t in fetched.responses] == [("events", [(0, E.NOT_LEADER_OR_FOLLOWER, b""),
+                                                            (2, E.NOT_LEADER_OR_FOLLOWER, b"")])]
+        assert fetched.error_code == E.NONE and fetched.session_id == 0  # no fetch session opened
+        stale = raw.call(FETCH, 12, {"max_wait_ms": 500, "min_bytes": 1, "session_id": 7, "session_epoch": 3,
+                                     "topics": []})
+        assert stale.error_code == E.FETCH_SESSION_ID_NOT_FOUND
+        listed = raw.call(LIST_OFFSETS, advertised[LIST_OFFSETS.key], {"topics": [
+            {"name": "events", "partitions": [{"partition_index": 1, "timestamp": -1}]}]})
+        assert [(p.partition_index, p.error_code) for p in listed.topics[0].partitions] == [
+            (1, E.NOT_LEADER_OR_FOLLOWER)]
+        epochs = raw.call(OFFSET_FOR_LEADER_EPOCH, advertised[OFFSET_FOR_LEADER_EPOCH.key], {"topics": [
+            {"topic": "events", "partitions": [{"partition": 1, "leader_epoch": 3}]}]})
+        assert [(p.partition, p.error_code) for p in epochs.topics[0].partitions] == [(1, E.NOT_LEADER_OR_FOLLOWER)]
+        produced = raw.call(PRODUCE, advertised[PRODUCE.key], {"acks": -1, "timeout_ms": 1000, "topic_data": [
+            {"name": "events", "partition_data": [{"index": 0, "records": b""}]}]})
+        assert [(p.index, p.error_code) for p in produced.responses[0].partition_responses] == [
+            (0, E.NOT_LEADER_OR_FOLLOWER)]
+        raw.send(PRODUCE, advertised[PRODUCE.key], {"acks": 0, "timeout_ms": 1000, "topic_data": [
+            {"name": "events", "partition_data": [{"index": 0, "records": b""}]}]})
+        assert raw.sock.recv(1) == b""  # closed: the producer learns it must look the leader up again
+    finally:
+        raw.close()
 
 
 def test_metadata_lists_this_instance_and_the_registry(groupkeeper, raw):

@@ -40,7 +40,6 @@ class BrokerTopics(TopicView):
         self.bootstrap = list(bootstrap)
         self.max_age = max_age
         self.timeout = timeout  # for connecting, and for each answer
-        self.api_versions: dict[int, tuple[int, int]] = {}  # of the broker last asked: api key -> range
         self.log = structlog.get_logger("groupkeeper.topics").bind(source="brokers")
         self._connection: _BrokerConnection | None = None
         self._wanted = trio.Event()
@@ -115,9 +114,10 @@ class BrokerTopics(TopicView):
             if topic.error_code != ErrorCode.NONE or not topic.name:
                 continue  # not authorized, or being deleted: as if absent
             listed.add(topic.name)
-            self._set_topic(topic.name, {p.partition_index: list(p.replica_nodes) for p in topic.partitions},
+            partitions = [p for p in topic.partitions if 0 <= p.partition_index < len(topic.partitions)]
+            self._set_topic(topic.name, {p.partition_index: list(p.replica_nodes) for p in partitions},
                             topic.topic_id or NO_TOPIC_ID)
-            for p in topic.partitions:
+            for p in partitions:
                 if p.leader_id >= 0:
                     self.states[(topic.name, p.partition_index)] = PartitionState(
                         p.leader_id, tuple(p.isr_nodes), p.leader_epoch)

@@ -67,6 +67,7 @@ class TopicView:
         self.brokers: dict[int, Broker] = {}
         self.cluster_id: str | None = None  # the Kafka cluster's, where known: clients check it
         self.controller_id: int | None = None  # the cluster's controller broker, where known
+        self.api_versions: dict[int, tuple[int, int]] = {}  # api key -> the brokers' range, where asked
         self.learned_at = -math.inf  # trio time the view was last known complete and current
         self._subscribers: list[trio.MemorySendChannel] = []
 

@@ -4,6 +4,7 @@ from ..schema import Api
 from .api_versions import API_VERSIONS
 from .consumer import ASSIGNMENT, SUBSCRIPTION
 from .delete_groups import DELETE_GROUPS
+from .fetch import FETCH
 from .describe_groups import DESCRIBE_GROUPS
 from .find_coordinator import FIND_COORDINATOR
 from .heartbeat import HEARTBEAT
@@ -14,15 +15,18 @@ from .list_offsets import LIST_OFFSETS
 from .metadata import METADATA
 from .offset_commit import OFFSET_COMMIT
 from .offset_fetch import OFFSET_FETCH
+from .offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
+from .produce import PRODUCE
 from .sync_group import SYNC_GROUP
 
 APIS: dict[int, Api] = {a.key: a for a in (
     API_VERSIONS, METADATA, FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP,
     OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, LIST_OFFSETS,
+    PRODUCE, FETCH, OFFSET_FOR_LEADER_EPOCH,
 )}
 
 __all__ = [
-    "APIS", "API_VERSIONS", "ASSIGNMENT", "DELETE_GROUPS", "DESCRIBE_GROUPS", "FIND_COORDINATOR",
+    "APIS", "API_VERSIONS", "ASSIGNMENT", "DELETE_GROUPS", "DESCRIBE_GROUPS", "FETCH", "FIND_COORDINATOR",
     "HEARTBEAT", "JOIN_GROUP", "LEAVE_GROUP", "LIST_GROUPS", "LIST_OFFSETS", "METADATA", "OFFSET_COMMIT",
-    "OFFSET_FETCH", "SUBSCRIPTION", "SYNC_GROUP",
+    "OFFSET_FETCH", "OFFSET_FOR_LEADER_EPOCH", "PRODUCE", "SUBSCRIPTION", "SYNC_GROUP",
 ]
