@@ -163,13 +163,15 @@ def test_lag_comes_from_the_leaders_the_brokers_named(zookeeper, tmp_path):
 
 def test_unmodified_consumers_follow_the_clusters_topics(zookeeper, tmp_path):
     """kafka-python and confluent-kafka members, bootstrapping from groupkeeper: joined,
-    assigned, then rebalanced as the cluster's topics grow, appear, and are created again.
-    The broker's Metadata names an address the consumers cannot connect to (groupkeeper
-    reaches it through its bootstrap address), so they talk to groupkeeper alone: a
-    consumer that reaches the brokers does not keep to groupkeeper (see the module's text)."""
-    unreachable = free_port()
-    broker = StandInBroker({}, {"orders": (4, ORDERS)}, advertised_port=unreachable).start()
-    groupkeeper = _groupkeeper(zookeeper, tmp_path, broker.port)
+    assigned, then rebalanced as the cluster's topics grow, appear, are created again, and
+    grow once more after the broker came back on another of the bootstrap addresses. The
+    broker's Metadata names an address the consumers cannot connect to (groupkeeper reaches
+    it through its bootstrap addresses), so they talk to groupkeeper alone: a consumer that
+    reaches the brokers does not keep to groupkeeper (see the module's text)."""
+    unreachable, first_port, second_port = free_port(), free_port(), free_port()
+    table = {"orders": (4, ORDERS)}
+    broker = StandInBroker({}, table, port=first_port, advertised_port=unreachable).start()
+    groupkeeper = _groupkeeper(zookeeper, tmp_path, first_port, second_port)
     # librdkafka joins with the subscribed topics its own metadata knows, and looks again every
     # topic.metadata.refresh.interval.ms (5 min by default): a second here
     ck = CK(groupkeeper.bootstrap, "unmodified", "orders", "later", **{"topic.metadata.refresh.interval.ms": 1000})
@@ -191,6 +193,12 @@ def test_unmodified_consumers_follow_the_clusters_topics(zookeeper, tmp_path):
                    and {("later", 0), ("later", 1)} <= ck.assigned, kp, ck)
         kp_commit(kp, {TopicPartition(t, p): OffsetAndMetadata(7, "", -1) for t, p in kp_assigned(kp)})
         assert all(kp.committed(TopicPartition(t, p)) == 7 for t, p in kp_assigned(kp))
+
+        broker.stop()
+        broker = StandInBroker({}, table, port=second_port, advertised_port=unreachable).start()
+        table["orders"] = (8, ORDERS)
+        poll_until(lambda: {("orders", p) for p in range(8)} <= both() and not kp_assigned(kp) & ck.assigned,
+                   kp, ck)
     finally:
         if kp is not None:
             kp.close()
