@@ -130,6 +130,24 @@ def zookeeper(data_dir: str, port: int, host: str, tick_ms: int, ensemble: str |
         server.stop()
 
 
+@main.command("hash-password")
+@click.option("--password-file", type=click.File("r"),
+              help="Read the password from the first line of this file (- for standard input); "
+                   "default: prompt for it twice.")
+def hash_password_command(password_file) -> None:
+    """Print a password hash for the [metrics_users] table of the configuration. The
+    password is never taken from the command line."""
+    from .security.passwords import hash_password
+
+    if password_file is None:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    else:
+        password = password_file.readline().rstrip("\r\n")
+    if not password:
+        raise click.ClickException("the password is empty")
+    click.echo(hash_password(password))
+
+
 @main.group()
 def topics() -> None:
     """Kafka's topic registry in ZooKeeper (for development where no broker writes it)."""

@@ -20,6 +20,9 @@ KEYS: dict[str, tuple[type, Any]] = {
     "advertised_listener": (str, ""),
     "metrics_listen": (str, "127.0.0.1:9095"),
     "metrics_group_series": (int, 100),  # groups with their own groupkeeper_group_members series
+    "metrics_tls_cert": (str, ""),  # PEM; with metrics_tls_key, /metrics is served over HTTPS
+    "metrics_tls_key": (str, ""),
+    "metrics_users": (dict, {}),  # [metrics_users] name = "<hash from groupkeeper hash-password>": basic auth
     "zookeeper": (str, ""),
     "brokers": (str, ""),  # HOST:PORT,...: learn topics from the brokers' Metadata; "": Kafka's ZooKeeper layout
     "metadata_max_age_ms": (int, 5000),  # with brokers: how often topics and leaders are asked for again
@@ -53,6 +56,9 @@ KEYS: dict[str, tuple[type, Any]] = {
     "assignors": (dict, {}),  # [assignors] name = "module:Class"
 }
 
+
+# the tables: what their values are
+DICT_VALUES = {"assignors": "\"module:Class\" strings", "metrics_users": "password hashes (strings)"}
 
 # key -> (least, most) for the keys whose values outside a range would break the coordinator
 RANGES: dict[str, tuple[int, int]] = {
@@ -102,7 +108,7 @@ def load_config(path: str | None) -> dict[str, Any]:
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise ConfigError(f"{path}: key {key!r} must be a {_kind(kind)}, not {value!r}")
         if kind is dict and not all(isinstance(v, str) for v in value.values()):
-            raise ConfigError(f"{path}: [{key}] maps names to \"module:Class\" strings")
+            raise ConfigError(f"{path}: [{key}] maps names to {DICT_VALUES[key]}")
         if key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
             raise ConfigError(f"{path}: key {key!r} must be between {RANGES[key][0]} and {RANGES[key][1]}, "
                               f"not {value!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import signal
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from .groups.group import GroupConfig
 from .cluster.membership import AlreadyRegistered, Instance, Membership
 from .cluster.ownership import Coordinator
 from .handlers import Handlers
+from .security.passwords import check_hash
+from .security.tls import TLSError, server_context
 from .server import Limits, Server
 from .store import layout
 from .store.bridge import ZooKeeperBridge
@@ -50,6 +53,7 @@ async def run(config: dict[str, Any]) -> None:
         bootstrap = parse_addresses(config["brokers"]) if config["brokers"] else None
     except ValueError as exc:
         raise StartupError(f"brokers: {exc}") from None
+    metrics_tls = _metrics_security(config)
     embedded = None
     hosts = config["zookeeper"]
     if not hosts:
@@ -59,15 +63,34 @@ async def run(config: dict[str, Any]) -> None:
         hosts = embedded.connect_string
         log.info("embedded zookeeper started", zookeeper=hosts, data_dir=str(zk_dir))
     try:
-        await _serve(config, hosts, assignors, bootstrap, log)
+        await _serve(config, hosts, assignors, bootstrap, metrics_tls, log)
     finally:
         if embedded is not None:
             await trio.to_thread.run_sync(embedded.stop)
             log.info("embedded zookeeper stopped")
 
 
+def _metrics_security(config: dict[str, Any]) -> ssl.SSLContext | None:
+    """The metrics endpoint's TLS context, if configured, with its users' hashes checked:
+    what is wrong with either stops start-up, named."""
+    for name, stored in config["metrics_users"].items():
+        try:
+            check_hash(stored)
+        except ValueError as exc:
+            raise StartupError(f"metrics_users: {name}: {exc}") from None
+    cert, key = config["metrics_tls_cert"], config["metrics_tls_key"]
+    if bool(cert) != bool(key):
+        raise StartupError("metrics_tls_cert and metrics_tls_key go together: set both or neither")
+    if not cert:
+        return None
+    try:
+        return server_context(cert, key)
+    except TLSError as exc:
+        raise StartupError(f"metrics endpoint: {exc}") from None
+
+
 async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assignor],
-                 bootstrap: list[tuple[str, int]] | None, log) -> None:
+                 bootstrap: list[tuple[str, int]] | None, metrics_tls: ssl.SSLContext | None, log) -> None:
     host, port = _address(config["listen"])
     adv_host, adv_port = _address(config["advertised_listener"] or config["listen"])
     listeners = await _listen(host, port)  # before joining the cluster: a port in use stops start-up first
@@ -115,8 +138,10 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                     lambda: len(membership.live), config["metrics_group_series"]))
                 m_host, m_port = _address(config["metrics_listen"])
                 m_listeners = await _listen(m_host, m_port)
-                await nursery.start(metrics.serve_metrics, m_listeners)
-                log.info("metrics endpoint", url=f"http://{m_host}:{m_listeners[0].socket.getsockname()[1]}/metrics")
+                await nursery.start(metrics.serve_metrics, m_listeners, metrics_tls, config["metrics_users"])
+                scheme = "https" if metrics_tls is not None else "http"
+                log.info("metrics endpoint", url=f"{scheme}://{m_host}:{m_listeners[0].socket.getsockname()[1]}/metrics",
+                         basic_auth=bool(config["metrics_users"]))
             log.info("instance registered", zookeeper=hosts, path=layout.instance_path(config["instance_id"]),
                      session_timeout_s=round(zk.session_timeout, 3))
             log.info("topic source", source="zookeeper" if bootstrap is None else "brokers",

@@ -135,7 +135,7 @@ class Handlers:
             m.EpochEndOffset(error_code=no, partition=p.partition) for p in t.partitions]) for t in request.topics])
 
     def metadata(self, header, request, client_host):
-        """Brokers and leaders from Kafka's registry, and every live coordinator instance as one
+        """Brokers and leaders from the topic source, and every live coordinator instance as one
         more node (ids never a broker's), so a client may bootstrap from any of them; a
         partition whose leader is unknown or not live has none."""
         live = self.topics.brokers

@@ -10,7 +10,10 @@ docs/metrics.md describes each metric.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import heapq
+import ssl
 from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
@@ -31,6 +34,7 @@ from protocol.schema import Array, Struct
 from protocol.schemas import APIS
 
 from . import logs
+from .security.passwords import verify_password
 
 # `_created` samples would reach Prometheus's text format as extra gauges, one per series
 disable_created_metrics()
@@ -268,40 +272,90 @@ class GroupsCollector:
 
 
 MAX_HEAD_BYTES = 8192
+REQUEST_SECONDS = 10  # for a scraper's TLS handshake, then for its request
 
 
-async def serve_metrics(listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """A minimal HTTP/1.1 server on `listeners`: GET /metrics, one request per connection."""
+async def serve_metrics(listeners: list[trio.SocketListener], tls: ssl.SSLContext | None = None,
+                        users: dict[str, str] | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """A minimal HTTP/1.1 server on `listeners`: GET /metrics, one request per connection;
+    over TLS with `tls`, and only for the basic-auth `users` (name -> password hash) if given."""
     task_status.started()
     log = logs.get("groupkeeper.metrics")
+    checker = None if not users else _Credentials(users)
 
-    async def scrape(stream: trio.SocketStream) -> None:
+    async def scrape(stream: trio.abc.Stream) -> None:
         try:
+            if tls is not None:
+                stream = trio.SSLStream(stream, tls, server_side=True)
+                with trio.move_on_after(REQUEST_SECONDS) as waited:
+                    await stream.do_handshake()
+                if waited.cancelled_caught:
+                    await trio.aclose_forcefully(stream)
+                    return
             async with stream:
-                await stream.send_all(await _answer(stream))
+                await stream.send_all(await _answer(stream, checker))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            log.debug("scraper went away")
+            log.debug("scraper went away")  # TLS refused (plain HTTP, a bad handshake) lands here too
 
     await trio.serve_listeners(scrape, listeners)
 
 
-async def _answer(stream: trio.SocketStream) -> bytes:
+class _Credentials:
+    """Basic-auth checks against password hashes. A check takes tens of milliseconds of CPU,
+    so it runs in a thread, one at a time, and a pair that passed is remembered (by its
+    SHA-256, a few at most) so that every scrape does not pay it again."""
+
+    REMEMBERED = 16
+
+    def __init__(self, users: dict[str, str]):
+        self.users = users
+        self.passed: dict[bytes, None] = {}
+        self.limiter = trio.CapacityLimiter(1)
+
+    async def allows(self, authorization: str | None) -> bool:
+        if authorization is None or not authorization.lower().startswith("basic "):
+            return False
+        try:
+            user, _, password = base64.b64decode(authorization[6:].strip(), validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return False
+        key = hashlib.sha256(f"{user}\0{password}".encode()).digest()
+        if key in self.passed:
+            return True
+        stored = self.users.get(user)
+        if stored is None:
+            return False
+        if not await trio.to_thread.run_sync(verify_password, password, stored, limiter=self.limiter):
+            return False
+        if len(self.passed) >= self.REMEMBERED:
+            self.passed.pop(next(iter(self.passed)))
+        self.passed[key] = None
+        return True
+
+
+async def _answer(stream: trio.abc.Stream, checker: _Credentials | None) -> bytes:
     head = b""
-    with trio.move_on_after(10):
+    with trio.move_on_after(REQUEST_SECONDS):
         while b"\r\n\r\n" not in head and len(head) < MAX_HEAD_BYTES:
             chunk = await stream.receive_some(4096)
             if not chunk:
                 break
             head += chunk
-    method, _, rest = head.partition(b"\r\n")[0].decode("latin-1").partition(" ")
+    lines = head.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+    method, _, rest = lines[0].partition(" ")
     path = rest.split(" ", 1)[0].split("?", 1)[0]
+    fields = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+    extra = ""
     if b"\r\n\r\n" not in head:
         status, body, kind = "400 Bad Request", b"bad request\n", "text/plain"
+    elif checker is not None and not await checker.allows(fields.get("authorization")):
+        status, body, kind = "401 Unauthorized", b"unauthorized\n", "text/plain"
+        extra = 'WWW-Authenticate: Basic realm="groupkeeper metrics", charset="UTF-8"\r\n'
     elif method not in ("GET", "HEAD"):
         status, body, kind = "405 Method Not Allowed", b"only GET\n", "text/plain"
     elif path != "/metrics":
         status, body, kind = "404 Not Found", b"see /metrics\n", "text/plain"
     else:
         status, body, kind = "200 OK", generate_latest(REGISTRY), CONTENT_TYPE_LATEST
-    return (f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+    return (f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n{extra}"
             "Connection: close\r\n\r\n").encode() + (body if method != "HEAD" else b"")
