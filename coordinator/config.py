@@ -28,6 +28,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "metadata_max_age_ms": (int, 5000),  # with brokers: how often topics and leaders are asked for again
     "embedded_zookeeper_port": (int, 2181),
     "zk_session_timeout": (float, 10.0),
+    "zookeeper_digest_file": (str, ""),  # "user:password": authenticate, and protect /groupkeeper
     "data_dir": (str, "var/groupkeeper"),
     "instance_id": (int, 0),
     "log_format": (str, "auto"),

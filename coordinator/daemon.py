@@ -23,7 +23,7 @@ from .handlers import Handlers
 from .security.passwords import check_hash
 from .security.tls import TLSError, server_context
 from .server import Limits, Server
-from .store import layout
+from .store import acls, layout
 from .store.bridge import ZooKeeperBridge
 from .topics.brokers import BrokerTopics
 from .topics.zookeeper import ZooKeeperTopics
@@ -54,6 +54,7 @@ async def run(config: dict[str, Any]) -> None:
     except ValueError as exc:
         raise StartupError(f"brokers: {exc}") from None
     metrics_tls = _metrics_security(config)
+    digest = _zookeeper_digest(config["zookeeper_digest_file"])
     embedded = None
     hosts = config["zookeeper"]
     if not hosts:
@@ -63,11 +64,25 @@ async def run(config: dict[str, Any]) -> None:
         hosts = embedded.connect_string
         log.info("embedded zookeeper started", zookeeper=hosts, data_dir=str(zk_dir))
     try:
-        await _serve(config, hosts, assignors, bootstrap, metrics_tls, log)
+        await _serve(config, hosts, assignors, bootstrap, metrics_tls, digest, log)
     finally:
         if embedded is not None:
             await trio.to_thread.run_sync(embedded.stop)
             log.info("embedded zookeeper stopped")
+
+
+def _zookeeper_digest(path: str) -> tuple[str, str] | None:
+    """(user, password) from the first line of `path` ("user:password"), if set."""
+    if not path:
+        return None
+    try:
+        line = Path(path).read_text().splitlines()[0] if Path(path).read_text() else ""
+    except OSError as exc:
+        raise StartupError(f"zookeeper_digest_file: {path}: {exc.strerror or exc}") from None
+    user, sep, password = line.strip().partition(":")
+    if not (user and sep and password):
+        raise StartupError(f"zookeeper_digest_file: {path} must hold user:password on its first line")
+    return user, password
 
 
 def _metrics_security(config: dict[str, Any]) -> ssl.SSLContext | None:
@@ -90,17 +105,23 @@ def _metrics_security(config: dict[str, Any]) -> ssl.SSLContext | None:
 
 
 async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assignor],
-                 bootstrap: list[tuple[str, int]] | None, metrics_tls: ssl.SSLContext | None, log) -> None:
+                 bootstrap: list[tuple[str, int]] | None, metrics_tls: ssl.SSLContext | None,
+                 digest: tuple[str, str] | None, log) -> None:
     host, port = _address(config["listen"])
     adv_host, adv_port = _address(config["advertised_listener"] or config["listen"])
     listeners = await _listen(host, port)  # before joining the cluster: a port in use stops start-up first
     bound = listeners[0].socket.getsockname()[1]
-    zk = ZooKeeperBridge(hosts, config["zk_session_timeout"])
+    zk = ZooKeeperBridge(hosts, config["zk_session_timeout"], digest)
     try:  # not connected within one session timeout: give up
         await zk.start(timeout=config["zk_session_timeout"])
     except (trio.TooSlowError, ConnectionError):
         raise StartupError(f"cannot connect to ZooKeeper at {hosts}") from None
     try:
+        try:
+            if protected := await acls.protect(zk):
+                log.info("zookeeper data protected", nodes=protected)
+        except acls.Locked as exc:
+            raise StartupError(str(exc)) from None
         membership = Membership(zk, Instance(config["instance_id"], adv_host, adv_port or bound))
         try:  # a predecessor killed a moment ago holds the id until its session expires: wait that long
             await membership.register(wait=zk.session_timeout + 2)

@@ -22,23 +22,35 @@ import trio
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.protocol.serialization import Create, Transaction
-from kazoo.security import OPEN_ACL_UNSAFE
+from kazoo.security import OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 from kazoo.protocol.states import KazooState
 
 from .. import logs, metrics
 from .multiread import MultiRead
 
 _SECONDS = {op: metrics.ZOOKEEPER_SECONDS.labels(op) for op in
-            ("create", "get", "set", "exists", "get_children", "delete", "ensure_path", "multi", "multi_read")}
+            ("create", "get", "set", "exists", "get_children", "delete", "ensure_path", "multi", "multi_read",
+             "get_acls", "set_acls")}
 READS_PER_REQUEST = 64  # reads in one multiRead: bounds a request's answer, whatever the znodes hold
 
 
+def protected_acl(user: str, password: str) -> list:
+    """Everything for the digest user, reading for anyone (the groups CLI and operators'
+    tools read; only groupkeeper writes)."""
+    return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
+
+
 class ZooKeeperBridge:
-    def __init__(self, hosts: str, session_timeout: float = 10.0):
+    def __init__(self, hosts: str, session_timeout: float = 10.0, digest: tuple[str, str] | None = None):
+        """`digest`: (user, password) to authenticate with; everything this session creates
+        is then writable by that user only (readable by all), see `store/acls.py`."""
+        self.acl = None if digest is None else protected_acl(*digest)
         # reconnect attempts back off, but never beyond a sixth of the session: kazoo's default
         # (up to an hour) would leave an instance cut off long after ZooKeeper is back
         self.client = KazooClient(hosts=hosts, timeout=session_timeout, connection_retry={
-            "max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": session_timeout / 6})
+            "max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": session_timeout / 6},
+            auth_data=None if digest is None else [("digest", f"{digest[0]}:{digest[1]}")],
+            default_acl=self.acl)
         self.session_timeout = session_timeout  # the granted timeout once connected
         self.state = KazooState.LOST  # until the first connection
         self.session_id: int | None = None  # of the current (or last) session
@@ -199,8 +211,14 @@ class ZooKeeperBridge:
     async def delete(self, path: str, version: int = -1) -> Any:
         return await self.wait(self.client.delete_async(path, version), "delete")
 
-    async def ensure_path(self, path: str) -> Any:
-        return await self.wait(self.client.ensure_path_async(path), "ensure_path")
+    async def ensure_path(self, path: str, acl=None) -> Any:
+        return await self.wait(self.client.ensure_path_async(path, acl=acl), "ensure_path")
+
+    async def get_acls(self, path: str) -> tuple[list, Any]:
+        return await self.wait(self.client.get_acls_async(path), "get_acls")
+
+    async def set_acls(self, path: str, acls: list) -> Any:
+        return await self.wait(self.client.set_acls_async(path, acls), "set_acls")
 
 
 class _Delivery:

@@ -17,6 +17,7 @@ import uuid
 import trio
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType, KazooState
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from ..store import layout
 from ..store.bridge import ZooKeeperBridge
@@ -87,7 +88,7 @@ class ZooKeeperTopics(TopicView):
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self._token = trio.lowlevel.current_trio_token()
         states = self.zk.subscribe_states()
-        await self.zk.ensure_path(layout.BROKER_TOPICS)
+        await self.zk.ensure_path(layout.BROKER_TOPICS, acl=OPEN_ACL_UNSAFE)  # Kafka's: its brokers write there
         await self._refresh_brokers(reread=False)
         await self._refresh_topics(reread=False)
         await self._read_cluster(layout.KAFKA_CLUSTER_ID)
