@@ -10,7 +10,7 @@ import sys
 
 from kazoo.client import KazooClient
 
-from coordinator.store.zkserver import ZooKeeperServer, four_letter_word
+from coordinator.store.zkserver import ZooKeeperServer, ZooKeeperUnavailable, four_letter_word
 from coordinator.store.zkserver import free_port
 
 
@@ -85,3 +85,18 @@ def test_missing_java_is_one_clear_line(tmp_path):
     assert done.returncode != 0
     assert "java is not installed" in done.stderr and "apt-get install zookeeper" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_port_another_zookeeper_answers_on_is_refused_not_shared(zookeeper, tmp_path):
+    """An embedded ZooKeeper left running by a killed groupkeeper must not stand in for the
+    next one's: the new server could not bind, and the coordinator would use the old one."""
+    second = ZooKeeperServer(tmp_path, zookeeper.port)
+    try:
+        second.start()
+    except ZooKeeperUnavailable as exc:
+        assert f"a ZooKeeper already answers on {zookeeper.connect_string}" in str(exc)
+    else:
+        second.stop()
+        raise AssertionError("a second server was started on a port in use")
+    assert second.process is None
+    assert four_letter_word("127.0.0.1", zookeeper.port, b"ruok") == b"imok"

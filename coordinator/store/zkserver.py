@@ -154,6 +154,14 @@ class ZooKeeperServer:
         signals reach it only through stop() and kill(). In the `foreground` (`groupkeeper
         zookeeper`) it is part of this command: its log goes to this process's stderr, it is
         in this process's group, and it dies with this process, even a SIGKILLed one."""
+        try:  # another server there would answer for ours, and ours would fail to bind, unseen
+            already = self.serving()
+        except OSError:
+            already = False
+        if already:
+            raise ZooKeeperUnavailable(
+                f"a ZooKeeper already answers on {self.connect_string} (one left by a killed groupkeeper? "
+                "stop it, or choose another port)")
         cmd = self.command()
         log = None if foreground else open(self.log_path, "ab")
         try:
