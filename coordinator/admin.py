@@ -65,14 +65,11 @@ class Node:
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """A server to connect to: config's HOST:PORT, with a port that can be connected to."""
+    """A server to connect to (config's `parse_server_address`), refused as an AdminError."""
     try:
-        host, port = config.parse_address(text)
+        return config.parse_server_address(text)
     except ValueError as exc:
         raise AdminError(str(exc)) from None
-    if not 0 < port < 65536:
-        raise AdminError(f"{text!r} is not HOST:PORT")
-    return host, port
 
 
 def _retriable(code: int) -> bool:

@@ -79,15 +79,17 @@ def parse_address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def parse_server_address(text: str) -> tuple[str, int]:
+    """A server to connect to: HOST:PORT with a port that can be connected to."""
+    host, port = parse_address(text)
+    if not 0 < port < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return host, port
+
+
 def parse_addresses(text: str) -> list[tuple[str, int]]:
-    """HOST:PORT,HOST:PORT,... as a list; ValueError names the first that is not one."""
-    addresses = []
-    for item in text.split(","):
-        host, port = parse_address(item.strip())
-        if not 0 < port < 65536:
-            raise ValueError(f"{item.strip()!r} is not HOST:PORT")
-        addresses.append((host, port))
-    return addresses
+    """HOST:PORT,HOST:PORT,... of servers to connect to; ValueError names the first that is not one."""
+    return [parse_server_address(item.strip()) for item in text.split(",")]
 
 
 def load_config(path: str | None) -> dict[str, Any]:

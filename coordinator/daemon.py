@@ -76,10 +76,10 @@ def _zookeeper_digest(path: str) -> tuple[str, str] | None:
     if not path:
         return None
     try:
-        line = Path(path).read_text().splitlines()[0] if Path(path).read_text() else ""
+        text = Path(path).read_text()
     except OSError as exc:
         raise StartupError(f"zookeeper_digest_file: {path}: {exc.strerror or exc}") from None
-    user, sep, password = line.strip().partition(":")
+    user, sep, password = (text.splitlines() or [""])[0].strip().partition(":")
     if not (user and sep and password):
         raise StartupError(f"zookeeper_digest_file: {path} must hold user:password on its first line")
     return user, password

@@ -77,11 +77,12 @@ class Handlers:
             DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups,
         }
         self._table.update(dict.fromkeys(LEADER_ONLY, self.not_leader))
-        # the APIs whose handlers may answer with a coroutine (they wait for something)
+        # the APIs whose handlers may answer with a coroutine or a Pending (they wait for something)
         self._waits = {JOIN_GROUP.key, SYNC_GROUP.key, OFFSET_COMMIT.key, OFFSET_FETCH.key, DELETE_GROUPS.key}
 
     def dispatch(self, api_key: int, api_version: int) -> tuple[Callable, bool] | None:
-        """The handler of (api, version) and whether it may answer with a coroutine; None
+        """The handler of (api, version) and whether its answer may wait (a coroutine or a
+        `Pending`, counted against the connection's requests in flight); None
         for what is not served: refused, not guessed at. A leader-only API is answered in
         every version we can read, advertised or not (the cluster's ranges may change)."""
         lo, hi = SUPPORTED.get(api_key, (0, -1))

@@ -11,7 +11,6 @@ docs/metrics.md describes each metric.
 from __future__ import annotations
 
 import base64
-import hashlib
 import heapq
 import ssl
 from bisect import bisect_left
@@ -34,7 +33,7 @@ from protocol.schema import Array, Struct
 from protocol.schemas import APIS
 
 from . import logs
-from .security.passwords import verify_password
+from .security.passwords import Credentials
 
 # `_created` samples would reach Prometheus's text format as extra gauges, one per series
 disable_created_metrics()
@@ -281,7 +280,7 @@ async def serve_metrics(listeners: list[trio.SocketListener], tls: ssl.SSLContex
     over TLS with `tls`, and only for the basic-auth `users` (name -> password hash) if given."""
     task_status.started()
     log = logs.get("groupkeeper.metrics")
-    checker = None if not users else _Credentials(users)
+    checker = None if not users else Credentials(users)
 
     async def scrape(stream: trio.abc.Stream) -> None:
         try:
@@ -300,40 +299,18 @@ async def serve_metrics(listeners: list[trio.SocketListener], tls: ssl.SSLContex
     await trio.serve_listeners(scrape, listeners)
 
 
-class _Credentials:
-    """Basic-auth checks against password hashes. A check takes tens of milliseconds of CPU,
-    so it runs in a thread, one at a time, and a pair that passed is remembered (by its
-    SHA-256, a few at most) so that every scrape does not pay it again."""
-
-    REMEMBERED = 16
-
-    def __init__(self, users: dict[str, str]):
-        self.users = users
-        self.passed: dict[bytes, None] = {}
-        self.limiter = trio.CapacityLimiter(1)
-
-    async def allows(self, authorization: str | None) -> bool:
-        if authorization is None or not authorization.lower().startswith("basic "):
-            return False
-        try:
-            user, _, password = base64.b64decode(authorization[6:].strip(), validate=True).decode().partition(":")
-        except (ValueError, UnicodeDecodeError):
-            return False
-        key = hashlib.sha256(f"{user}\0{password}".encode()).digest()
-        if key in self.passed:
-            return True
-        stored = self.users.get(user)
-        if stored is None:
-            return False
-        if not await trio.to_thread.run_sync(verify_password, password, stored, limiter=self.limiter):
-            return False
-        if len(self.passed) >= self.REMEMBERED:
-            self.passed.pop(next(iter(self.passed)))
-        self.passed[key] = None
-        return True
+async def _authorized(checker: Credentials, authorization: str | None) -> bool:
+    """Whether an Authorization header's Basic credentials are a user's."""
+    if authorization is None or not authorization.lower().startswith("basic "):
+        return False
+    try:
+        user, _, password = base64.b64decode(authorization[6:].strip(), validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return await checker.allows(user, password)
 
 
-async def _answer(stream: trio.abc.Stream, checker: _Credentials | None) -> bytes:
+async def _answer(stream: trio.abc.Stream, checker: Credentials | None) -> bytes:
     head = b""
     with trio.move_on_after(REQUEST_SECONDS):
         while b"\r\n\r\n" not in head and len(head) < MAX_HEAD_BYTES:
@@ -348,7 +325,7 @@ async def _answer(stream: trio.abc.Stream, checker: _Credentials | None) -> byte
     extra = ""
     if b"\r\n\r\n" not in head:
         status, body, kind = "400 Bad Request", b"bad request\n", "text/plain"
-    elif checker is not None and not await checker.allows(fields.get("authorization")):
+    elif checker is not None and not await _authorized(checker, fields.get("authorization")):
         status, body, kind = "401 Unauthorized", b"unauthorized\n", "text/plain"
         extra = 'WWW-Authenticate: Basic realm="groupkeeper metrics", charset="UTF-8"\r\n'
     elif method not in ("GET", "HEAD"):

@@ -14,8 +14,17 @@ from coordinator.cli import main
 from coordinator.store.bridge import ZooKeeperBridge
 from coordinator.topics.view import NO_TOPIC_ID, PartitionState, TopicChange, TopicView, parse_topic_id, topic_id_text
 from coordinator.topics.zookeeper import ZooKeeperTopics, parse_broker, parse_topic
+from tests.in_process import expire
 
 _names = (f"topic-{i}" for i in itertools.count())
+
+
+async def _change_of(changes: trio.MemoryReceiveChannel, name: str, timeout: float = 1.0) -> TopicChange:
+    """The next change announced for topic `name` (others' are skipped), within `timeout`."""
+    with trio.fail_after(timeout):
+        while (change := await changes.receive()).topic != name:
+            pass
+        return change
 
 
 async def _until(condition) -> None:
@@ -121,24 +130,18 @@ async def test_every_change_reaches_subscribers_within_a_second_with_its_topic_i
             changes = topics.subscribe()
             await nursery.start(topics.run)
             assert topics.age() == 0.0  # watched: current as long as the session is
-
-            async def next_change() -> TopicChange:
-                with trio.fail_after(1):
-                    while (change := await changes.receive()).topic != name:
-                        pass
-                    return change
             await trio.to_thread.run_sync(cli, zookeeper, "topics", "create", name, "--partitions", "2")
-            assert await next_change() == TopicChange(name, 0, 2)
+            assert await _change_of(changes, name) == TopicChange(name, 0, 2)
             await trio.to_thread.run_sync(cli, zookeeper, "topics", "alter", name, "--partitions", "6")
-            assert await next_change() == TopicChange(name, 2, 6)
+            assert await _change_of(changes, name) == TopicChange(name, 2, 6)
             assert topics.partitions[name] == 6
             described = await trio.to_thread.run_sync(cli, zookeeper, "topics", "describe", name, "--json")
             first = parse_topic_id(json.loads(described.output)["topic_id"])
             assert topics.topic_ids[name] == first
             await trio.to_thread.run_sync(lambda: zk.client.delete(f"/brokers/topics/{name}", recursive=True))
-            assert await next_change() == TopicChange(name, 6, 0)
+            assert await _change_of(changes, name) == TopicChange(name, 6, 0)
             await trio.to_thread.run_sync(cli, zookeeper, "topics", "create", name, "--partitions", "2")
-            assert await next_change() == TopicChange(name, 0, 2)
+            assert await _change_of(changes, name) == TopicChange(name, 0, 2)
             assert topics.topic_ids[name] not in (first, NO_TOPIC_ID)  # another topic of the same name
             nursery.cancel_scope.cancel()
     finally:
@@ -155,23 +158,13 @@ async def test_watches_come_back_after_a_session_expiry(zookeeper):
             registry = ZooKeeperTopics(zk)
             changes = registry.subscribe()
             await nursery.start(registry.run)
-
-            def expire():
-                other = KazooClient(hosts=zookeeper.connect_string, client_id=zk.client.client_id)
-                other.start(timeout=10)
-                other.stop()
-                other.close()
-            await trio.to_thread.run_sync(expire)
+            await trio.to_thread.run_sync(expire, zookeeper.connect_string, zk)
             with trio.fail_after(20):
                 seen = [await states.receive()]
                 while "LOST" not in seen or seen[-1] != "CONNECTED":
                     seen.append(await states.receive())
             await trio.to_thread.run_sync(cli, zookeeper, "topics", "create", name, "--partitions", "3")
-            with trio.fail_after(2):
-                change = await changes.receive()
-                while change.topic != name:
-                    change = await changes.receive()
-            assert change == TopicChange(name, 0, 3)
+            assert await _change_of(changes, name, timeout=2) == TopicChange(name, 0, 3)
             nursery.cancel_scope.cancel()
     finally:
         await zk.stop()

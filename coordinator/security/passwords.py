@@ -1,7 +1,7 @@
-"""Password hashes for what groupkeeper checks itself (the metrics endpoint's basic auth):
-scrypt from the standard library, salted, in one self-describing string
+"""Passwords that groupkeeper checks itself (the metrics endpoint's basic auth), kept as
+hashes: scrypt from the standard library, salted, in one self-describing string
 `scrypt$N$r$p$<salt>$<hash>` (base64), so that the configuration never holds a password.
-`groupkeeper hash-password` makes one.
+`groupkeeper hash-password` makes one; `Credentials` checks a user's password against them.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import base64
 import hashlib
 import hmac
 import os
+
+import trio
 
 N, R, P = 2**14, 8, 1  # 30 ms and 16 MiB per check on this machine
 _MAX_N = 2**20  # a hash asking for more is refused: 1 GiB per check is no configuration
@@ -51,3 +53,30 @@ def _parse(stored: str) -> tuple[int, int, int, bytes, bytes]:
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+class Credentials:
+    """Users' passwords checked against their hashes. A check takes tens of milliseconds of
+    CPU, so it runs in a thread, one at a time, and a pair that passed is remembered (by its
+    SHA-256, a few at most) so that a client coming back does not pay it again."""
+
+    REMEMBERED = 16
+
+    def __init__(self, users: dict[str, str]):
+        self.users = users  # name -> hash
+        self.passed: dict[bytes, None] = {}
+        self.limiter = trio.CapacityLimiter(1)
+
+    async def allows(self, user: str, password: str) -> bool:
+        key = hashlib.sha256(f"{user}\0{password}".encode()).digest()
+        if key in self.passed:
+            return True
+        stored = self.users.get(user)
+        if stored is None:
+            return False
+        if not await trio.to_thread.run_sync(verify_password, password, stored, limiter=self.limiter):
+            return False
+        if len(self.passed) >= self.REMEMBERED:
+            self.passed.pop(next(iter(self.passed)))
+        self.passed[key] = None
+        return True

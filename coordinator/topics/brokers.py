@@ -25,7 +25,7 @@ from protocol.schema import Api
 from protocol.schemas import API_VERSIONS, METADATA
 
 from .. import metrics
-from .view import NO_TOPIC_ID, Broker, PartitionState, TopicView
+from .view import Broker, PartitionState, TopicView
 
 METADATA_VERSIONS = (1, 12)  # v1: a null topic list asks for every topic; v10+: topic ids
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a bigger answer is a broken broker, not a big cluster
@@ -116,7 +116,7 @@ class BrokerTopics(TopicView):
             listed.add(topic.name)
             partitions = [p for p in topic.partitions if 0 <= p.partition_index < len(topic.partitions)]
             self._set_topic(topic.name, {p.partition_index: list(p.replica_nodes) for p in partitions},
-                            topic.topic_id or NO_TOPIC_ID)
+                            topic.topic_id)  # NO_TOPIC_ID from brokers before Metadata v10
             for p in partitions:
                 if p.leader_id >= 0:
                     self.states[(topic.name, p.partition_index)] = PartitionState(

@@ -176,41 +176,37 @@ class ZooKeeperTopics(TopicView):
             for p in range(first, self.partitions[name]):
                 nursery.start_soon(self._read_state, name, p)
 
-    async def _read_state(self, name: str, partition: int) -> None:
-        """The partition's leader where a broker wrote one; watched either way, so that a
-        state written later (or changed, or deleted) is read when it happens."""
-        path = layout.partition_state_path(name, partition)
+    async def _watched(self, path: str) -> bytes | None:
+        """The data of `path`, or None while it does not exist; watched either way, so that
+        what is written later (or changed, or deleted) is read when it happens."""
         while True:
             try:
                 data, _ = await self.zk.get(path, watch=self._watch)
-                break
+                return data
             except NoNodeError:
-                self.states.pop((name, partition), None)
                 if await self.zk.exists(path, watch=self._watch) is None:
-                    return
-        state = parse_state(data)
+                    return None
+                # created between the two: read it
+
+    async def _read_state(self, name: str, partition: int) -> None:
+        """The partition's leader where a broker wrote one."""
+        data = await self._watched(layout.partition_state_path(name, partition))
+        state = None if data is None else parse_state(data)
         if state is None:
             self.states.pop((name, partition), None)
         else:
             self.states[(name, partition)] = state
 
     async def _read_cluster(self, path: str) -> None:
-        """The cluster id or the controller, watched: the controller moves, and both are
-        written by the first broker after us perhaps."""
-        value = None
-        while True:
-            try:
-                data, _ = await self.zk.get(path, watch=self._watch)
-            except NoNodeError:
-                if await self.zk.exists(path, watch=self._watch) is None:
-                    break
-                continue  # written meanwhile
+        """The cluster id or the controller: the controller moves, and both may be written
+        by the first broker after us."""
+        data, value = await self._watched(path), None
+        if data is not None:
             try:
                 read = json.loads(data.decode())
                 value = str(read["id"]) if path == layout.KAFKA_CLUSTER_ID else int(read["brokerid"])
             except (ValueError, KeyError, TypeError, AttributeError):
                 pass
-            break
         if path == layout.KAFKA_CLUSTER_ID:
             self.cluster_id = value
         else:
