@@ -37,7 +37,7 @@ def _from_bits(bits: set[int] | None) -> int:
 def _classes() -> dict[str, type]:
     found = {}
     for module in ("kafka.protocol.metadata", "kafka.protocol.consumer", "kafka.protocol.admin",
-                   "kafka.protocol.producer"):
+                   "kafka.protocol.producer", "kafka.protocol.sasl"):
         for _, cls in inspect.getmembers(importlib.import_module(module), inspect.isclass):
             if (issubclass(cls, (ApiMessage, ApiData)) and cls not in (ApiMessage, ApiData)):
                 found[cls.name] = cls
