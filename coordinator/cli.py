@@ -18,6 +18,8 @@ from kazoo.exceptions import KazooException
 from . import daemon, logs
 from .config import ConfigError, load_config
 from .groups_cli import groups
+from .security.acls_cli import acls
+from .security.users_cli import users
 from .topics.view import topic_id_text
 from .topics.zookeeper_admin import AdminError, RegistryAdmin
 from .store.zkserver import Peer, ZooKeeperServer, ZooKeeperUnavailable
@@ -53,13 +55,21 @@ def main() -> None:
 
 
 main.add_command(groups)
+main.add_command(users)
+main.add_command(acls)
+
+
+def _comma_list(ctx, param, value: str | None) -> list[str] | None:
+    return None if value is None else [item.strip() for item in value.split(",") if item.strip()]
 
 
 @main.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="TOML configuration file; flags win over its keys.")
-@click.option("--listen", help="HOST:PORT for Kafka clients (default 127.0.0.1:9094).")
-@click.option("--advertised-listener", help="HOST:PORT given to clients; default: --listen.")
+@click.option("--listeners", metavar="NAME://HOST:PORT[,...]", callback=_comma_list,
+              help="Where Kafka clients connect (default PLAINTEXT://127.0.0.1:9094).")
+@click.option("--advertised-listeners", metavar="NAME://HOST:PORT[,...]", callback=_comma_list,
+              help="What clients are told, by listener name; default: --listeners.")
 @click.option("--metrics-listen", help="HOST:PORT of the Prometheus /metrics endpoint; \"\" turns it off.")
 @click.option("--zookeeper", help="ZooKeeper connect string; absent: an embedded ZooKeeper.")
 @click.option("--brokers", metavar="HOST:PORT[,...]",

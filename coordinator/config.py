@@ -16,8 +16,19 @@ class ConfigError(Exception):
 
 # key -> (type, default)
 KEYS: dict[str, tuple[type, Any]] = {
-    "listen": (str, "127.0.0.1:9094"),
-    "advertised_listener": (str, ""),
+    "listeners": (list, ["PLAINTEXT://127.0.0.1:9094"]),  # NAME://HOST:PORT, Kafka's listeners
+    "advertised_listeners": (list, []),  # what clients are told, by listener name; default: listeners
+    "listener_security_protocol_map": (dict, {}),  # [listener_security_protocol_map] NAME = "SASL_SSL"
+    "ssl_certfile": (str, ""),  # PEM chain and key of the SSL and SASL_SSL listeners
+    "ssl_keyfile": (str, ""),
+    "ssl_cafile": (str, ""),  # PEM: the CA of client certificates
+    "ssl_client_auth": (str, "none"),  # none, requested, required: Kafka's ssl.client.auth
+    "sasl_enabled_mechanisms": (list, ["SCRAM-SHA-256", "SCRAM-SHA-512"]),  # and PLAIN
+    "sasl_plain_without_tls": (bool, False),  # offer PLAIN on SASL_PLAINTEXT listeners too
+    "connection_failed_authentication_delay_ms": (int, 100),
+    "acls": (bool, False),  # authorize every request with Kafka's ACLs in ZooKeeper
+    "super_users": (list, []),  # principals the ACLs never refuse, e.g. "User:admin"
+    "allow_everyone_if_no_acl_found": (bool, False),
     "metrics_listen": (str, "127.0.0.1:9095"),
     "metrics_group_series": (int, 100),  # groups with their own groupkeeper_group_members series
     "metrics_tls_cert": (str, ""),  # PEM; with metrics_tls_key, /metrics is served over HTTPS
@@ -59,7 +70,8 @@ KEYS: dict[str, tuple[type, Any]] = {
 
 
 # the tables: what their values are
-DICT_VALUES = {"assignors": "\"module:Class\" strings", "metrics_users": "password hashes (strings)"}
+DICT_VALUES = {"assignors": "\"module:Class\" strings", "metrics_users": "password hashes (strings)",
+               "listener_security_protocol_map": "security protocols (strings)"}
 
 # key -> (least, most) for the keys whose values outside a range would break the coordinator
 RANGES: dict[str, tuple[int, int]] = {
@@ -68,6 +80,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "group_max_offset_metadata_bytes": (4096, 64 * 1024 * 1024),
     "embedded_zookeeper_heap_mb": (64, 65536),
     "metadata_max_age_ms": (100, 3_600_000),
+    "connection_failed_authentication_delay_ms": (0, 60_000),
 }
 
 
@@ -112,6 +125,8 @@ def load_config(path: str | None) -> dict[str, Any]:
             raise ConfigError(f"{path}: key {key!r} must be a {_kind(kind)}, not {value!r}")
         if kind is dict and not all(isinstance(v, str) for v in value.values()):
             raise ConfigError(f"{path}: [{key}] maps names to {DICT_VALUES[key]}")
+        if kind is list and not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: key {key!r} must be a list of strings, not {value!r}")
         if key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
             raise ConfigError(f"{path}: key {key!r} must be between {RANGES[key][0]} and {RANGES[key][1]}, "
                               f"not {value!r}")
@@ -120,4 +135,4 @@ def load_config(path: str | None) -> dict[str, Any]:
 
 
 def _kind(kind: type) -> str:
-    return "table" if kind is dict else kind.__name__
+    return {dict: "table", list: "list of strings"}.get(kind, kind.__name__)

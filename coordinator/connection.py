@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import socket
+import ssl
 import time
 from collections import deque
 from functools import partial
@@ -32,6 +33,9 @@ from .handlers import CloseConnection
 from .pending import Answer, Pending
 
 if TYPE_CHECKING:
+    from .security.client import Client
+    from .security.sasl import SaslGate
+    from .security.tls import TLSSocket, TlsGate
     from .server import Server
 
 READ_SIZE = 65536  # bytes asked of the kernel per read
@@ -40,14 +44,18 @@ _PEER_CLOSED = ("closed by peer", "peer went away")
 
 
 class Connection:
-    __slots__ = ("backlog", "bytes", "closed", "fd", "host", "in_flight", "log", "mask", "out", "reader",
-                 "reading_timeout", "replies", "server", "sock", "started", "until", "waiting")
+    __slots__ = ("backlog", "bytes", "client", "closed", "fd", "gate", "held", "host", "in_flight", "log", "mask",
+                 "out", "reader", "reading_timeout", "replies", "server", "sock", "started", "until", "waiting")
 
-    def __init__(self, server: Server, sock: socket.socket, peer: tuple[str, int]):
+    def __init__(self, server: Server, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
+                 gate: SaslGate | TlsGate | None):
         self.server = server
         self.sock = sock
         self.fd = sock.fileno()
         self.host = peer[0]
+        self.client = client
+        self.gate = gate  # until it is through (TLS handshake, SASL), requests go to it
+        self.held = False  # not read while its gate waits (a paced attempt, a failure's delay)
         self.log = server.log.bind(peer=f"{peer[0]}:{peer[1]}")
         self.reader = FrameReader(server.limits.max_request_bytes)
         self.replies: deque[bytes | _Reply] = deque()  # ready answers, and places kept for answers to come
@@ -70,12 +78,16 @@ class Connection:
         read_until = math.inf if self.started is None else self.started + limits.request_read_timeout
         self.reading_timeout = read_until < idle_until
         self.until = read_until if self.reading_timeout else idle_until
+        if self.gate is not None and self.gate.deadline < self.until:
+            self.until = self.gate.deadline
 
     def readable(self) -> None:
         try:
             data = self.sock.recv(READ_SIZE)
         except BlockingIOError:
             return
+        except ssl.SSLError as exc:  # not TLS (plaintext to a TLS listener), or a certificate refused
+            return self.close(f"TLS error: {exc.reason or exc}")
         except OSError:
             return self.close("peer went away")
         if not data:
@@ -92,16 +104,20 @@ class Connection:
         elif frames or self.started is None:
             self.started = now
         if frames:
-            self._handle(frames, now)
-        if not self.backlog:
+            if self.gate is None:
+                self.handle(frames, now)
+            else:
+                self.gate.admit(self, frames, now)
+        if not self.backlog and not self.held and not self.closed:
             self.arm(now)
 
-    def _handle(self, frames: list[bytes], now: float) -> None:
+    def handle(self, frames: list[bytes], now: float) -> None:
         """Handle `frames` in order, up to the first that must wait for the connection to go on."""
         server = self.server
         dispatch, limits, stable_heartbeat = server.handler_of, server.limits, server.handlers.stable_heartbeat
+        fast = server.handlers.acls is None  # the heartbeat fast path checks no ACL
         for i, frame in enumerate(frames):
-            if frame[:2] == _HEARTBEAT and self.bytes <= limits.max_queued_reply_bytes:
+            if fast and frame[:2] == _HEARTBEAT and self.bytes <= limits.max_queued_reply_bytes:
                 handling = time.perf_counter()
                 try:
                     answer = stable_heartbeat(frame, now)
@@ -125,7 +141,7 @@ class Connection:
             if request is None or handler is None:
                 if header.api_key != API_VERSIONS.key:  # Kafka closes; only ApiVersions answers
                     return self.close(f"unsupported request: API {header.api_key} v{header.api_version}")
-                self._add(encode_response(RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
+                self.add(encode_response(RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
                                                         header.client_id),
                                           server.handlers.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)))
                 continue
@@ -138,7 +154,7 @@ class Connection:
                 return self._pause(frames[i:])
             handling = time.perf_counter()
             try:
-                body = answer(header, request, self.host)
+                body = answer(header, request, self.client)
             except CloseConnection as exc:
                 return self.close(str(exc))
             except Exception as exc:  # a bug: close this connection, keep serving the others
@@ -158,7 +174,7 @@ class Connection:
                 server.tasks.start_soon(self._finish, reply, body, handling)
                 continue
             try:
-                self._add(_encoded(header, body, handling))
+                self.add(_encoded(header, body, handling))
             except Exception as exc:
                 return self.fail(header.api_key, exc)
         self.flush()  # every answer of this read that is ready, in one send
@@ -198,9 +214,20 @@ class Connection:
         if self.backlog:
             self._go_on()
 
-    def _add(self, frame: bytes) -> None:
+    def add(self, frame: bytes) -> None:
         self.replies.append(frame)
         self.bytes += len(frame)
+
+    def hold(self) -> None:
+        """Stop reading until `release`, with no timeout running: its gate is waiting."""
+        self.held = True
+        self.until = math.inf
+        self._watch()
+
+    def release(self) -> None:
+        self.held = False
+        self._watch()
+        self.arm(trio.current_time())
 
     def _pause(self, frames: list[bytes]) -> None:
         self.backlog = frames
@@ -210,7 +237,7 @@ class Connection:
     def _go_on(self) -> None:
         frames, self.backlog = self.backlog, []
         now = trio.current_time()
-        self._handle(frames, now)
+        self.handle(frames, now)
         if not self.closed and not self.backlog:
             self._watch()
             self.arm(now)
@@ -263,7 +290,7 @@ class Connection:
     def _watch(self) -> None:
         """Wait for what this connection can use: bytes to read unless paused, room to send if
         it has bytes the kernel did not take."""
-        mask = (0 if self.backlog else EPOLLIN) | (EPOLLOUT if self.out else 0)
+        mask = (0 if self.backlog or self.held else EPOLLIN) | (EPOLLOUT if self.out else 0)
         if mask != self.mask and not self.closed:
             self.server.watch(self.fd, mask)
             self.mask = mask

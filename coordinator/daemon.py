@@ -15,14 +15,18 @@ from . import logs, metrics, systemd
 from .assignors import Assignor
 from .assignors.registry import AssignorError, load_assignors
 from .config import parse_address, parse_addresses
+from .listeners import Listener, parse_listeners
 from .events import DISCARD, EventLog
 from .groups.group import GroupConfig
 from .cluster.membership import AlreadyRegistered, Instance, Membership
 from .cluster.ownership import Coordinator
 from .handlers import Handlers
+from .security.acl_store import AclStore
 from .security.passwords import check_hash
-from .security.tls import TLSError, server_context
-from .server import Limits, Server
+from .security.sasl import MECHANISMS, Authentication, Pacing
+from .security.tls import TLSError, listener_context, server_context
+from .security.users import UserStore
+from .server import Limits, Security, Server
 from .store import acls, layout
 from .store.bridge import ZooKeeperBridge
 from .topics.brokers import BrokerTopics
@@ -54,6 +58,7 @@ async def run(config: dict[str, Any]) -> None:
     except ValueError as exc:
         raise StartupError(f"brokers: {exc}") from None
     metrics_tls = _metrics_security(config)
+    listeners, tls = _listeners(config)
     digest = _zookeeper_digest(config["zookeeper_digest_file"])
     embedded = None
     hosts = config["zookeeper"]
@@ -64,7 +69,7 @@ async def run(config: dict[str, Any]) -> None:
         hosts = embedded.connect_string
         log.info("embedded zookeeper started", zookeeper=hosts, data_dir=str(zk_dir))
     try:
-        await _serve(config, hosts, assignors, bootstrap, metrics_tls, digest, log)
+        await _serve(config, hosts, assignors, bootstrap, metrics_tls, listeners, tls, digest, log)
     finally:
         if embedded is not None:
             await trio.to_thread.run_sync(embedded.stop)
@@ -83,6 +88,33 @@ def _zookeeper_digest(path: str) -> tuple[str, str] | None:
     if not (user and sep and password):
         raise StartupError(f"zookeeper_digest_file: {path} must hold user:password on its first line")
     return user, password
+
+
+def _listeners(config: dict[str, Any]) -> tuple[list[tuple[Listener, Listener]], dict[str, ssl.SSLContext]]:
+    """Each listener to bind with what it advertises, and the TLS contexts by protocol if one
+    speaks TLS: what is wrong stops start-up, named. As in Kafka, ssl_client_auth applies to
+    SSL listeners; a SASL_SSL client authenticates with SASL and is not asked for a certificate."""
+    try:
+        bound, told = parse_listeners(config["listeners"], config["advertised_listeners"],
+                                      config["listener_security_protocol_map"])
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
+    for name in config["sasl_enabled_mechanisms"]:
+        if name not in MECHANISMS:
+            raise StartupError(f"sasl_enabled_mechanisms: {name!r} is not one of {', '.join(MECHANISMS)}")
+    if any(listener.sasl for listener in bound) and not config["sasl_enabled_mechanisms"]:
+        raise StartupError("sasl_enabled_mechanisms is empty, but a listener speaks SASL")
+    tls = {}
+    if any(listener.tls for listener in bound):
+        if not (config["ssl_certfile"] and config["ssl_keyfile"]):
+            raise StartupError("an SSL or SASL_SSL listener needs ssl_certfile and ssl_keyfile")
+        try:
+            for protocol, client_auth in (("SSL", config["ssl_client_auth"]), ("SASL_SSL", "none")):
+                tls[protocol] = listener_context(config["ssl_certfile"], config["ssl_keyfile"],
+                                                 config["ssl_cafile"], client_auth)
+        except TLSError as exc:
+            raise StartupError(f"listeners: {exc}") from None
+    return [(listener, told.get(listener.name, listener)) for listener in bound], tls
 
 
 def _metrics_security(config: dict[str, Any]) -> ssl.SSLContext | None:
@@ -106,11 +138,23 @@ def _metrics_security(config: dict[str, Any]) -> ssl.SSLContext | None:
 
 async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assignor],
                  bootstrap: list[tuple[str, int]] | None, metrics_tls: ssl.SSLContext | None,
+                 kafka_listeners: list[tuple[Listener, Listener]], tls: dict[str, ssl.SSLContext],
                  digest: tuple[str, str] | None, log) -> None:
-    host, port = _address(config["listen"])
-    adv_host, adv_port = _address(config["advertised_listener"] or config["listen"])
-    listeners = await _listen(host, port)  # before joining the cluster: a port in use stops start-up first
-    bound = listeners[0].socket.getsockname()[1]
+    listeners: list[tuple[trio.SocketListener, Listener]] = []
+    endpoints = []
+    try:  # before joining the cluster: a port in use stops start-up first
+        for listener, advertised in kafka_listeners:
+            sockets = await _listen(listener.host, listener.port)
+            listeners += [(s, listener) for s in sockets]
+            port = advertised.port or sockets[0].socket.getsockname()[1]
+            if advertised.host in ("", "0.0.0.0", "::"):
+                raise StartupError(f"listener {listener} binds every address: say in advertised_listeners "
+                                   "which one its clients connect to")
+            endpoints.append((listener.name, advertised.host, port))
+    except BaseException:
+        for s, _ in listeners:
+            s.socket.close()
+        raise
     zk = ZooKeeperBridge(hosts, config["zk_session_timeout"], digest)
     try:  # not connected within one session timeout: give up
         await zk.start(timeout=config["zk_session_timeout"])
@@ -122,7 +166,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                 log.info("zookeeper data protected", nodes=protected)
         except acls.Locked as exc:
             raise StartupError(str(exc)) from None
-        membership = Membership(zk, Instance(config["instance_id"], adv_host, adv_port or bound))
+        membership = Membership(zk, Instance(config["instance_id"], endpoints[0][1], endpoints[0][2], tuple(endpoints)))
         try:  # a predecessor killed a moment ago holds the id until its session expires: wait that long
             await membership.register(wait=zk.session_timeout + 2)
         except AlreadyRegistered as exc:
@@ -145,10 +189,20 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                                       config["strict_assignment"], events)
             guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
             await nursery.start(coordinator.run)
-            server = Server(Handlers(coordinator, topics), Limits(
+            authentication = acl_store = None
+            if any(listener.sasl for listener, _ in kafka_listeners):
+                users = UserStore(zk)
+                await nursery.start(users.run)
+                authentication = Authentication(config["sasl_enabled_mechanisms"], config["sasl_plain_without_tls"],
+                                                users.credential,
+                                                Pacing(config["connection_failed_authentication_delay_ms"] / 1000))
+            if config["acls"]:
+                acl_store = AclStore(zk, frozenset(config["super_users"]), config["allow_everyone_if_no_acl_found"])
+                await nursery.start(acl_store.run)
+            server = Server(Handlers(coordinator, topics, acl_store), Limits(
                 config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000,
                 config["max_connections_per_ip"], config["request_read_timeout_ms"] / 1000,
-                config["max_queued_reply_bytes"]))
+                config["max_queued_reply_bytes"]), Security(tls, authentication))
             await nursery.start(server.serve, listeners)
             heap = config["embedded_zookeeper_heap_mb"] * 1024 * 1024 if not config["zookeeper"] else None
             nursery.start_soon(_watch_zookeeper_data, hosts, heap, log)
@@ -167,13 +221,16 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                      session_timeout_s=round(zk.session_timeout, 3))
             log.info("topic source", source="zookeeper" if bootstrap is None else "brokers",
                      brokers=config["brokers"] or None)
-            log.info("listening", host=host, port=bound, advertised=f"{adv_host}:{adv_port or bound}")
+            for (listener, _), (name, host, port) in zip(kafka_listeners, endpoints):
+                log.info("listening", listener=name, protocol=listener.protocol, host=listener.host,
+                         advertised=f"{host}:{port}")
             gc.freeze()  # long-lived start-up objects leave the collector's full scans
             gc.set_threshold(*GC_THRESHOLDS)
             # start_soon: the task first runs at the next checkpoint, inside the signal receiver
             # below, so by the time systemd hears READY=1, SIGTERM already means an orderly stop
             ready = trio.CancelScope()
-            nursery.start_soon(_notify_ready, ready, coordinator, f"serving on {host}:{bound}")
+            nursery.start_soon(_notify_ready, ready, coordinator,
+                               "serving on " + ", ".join(f"{name}://{host}:{port}" for name, host, port in endpoints))
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     log.info("stopping", signal=signal.Signals(signum).name)
@@ -193,7 +250,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
         log.info("instance deregistered")
     finally:
         await zk.stop()
-        for listener in listeners:  # if the server never took them
+        for listener, _ in listeners:  # if the server never took them
             listener.socket.close()
 
 

@@ -18,6 +18,7 @@ from protocol.consumer import decode_assignment
 from .admin import EARLIEST, LATEST, AdminError, GroupsAdmin, Node, TopicPartition
 from .config import ConfigError, load_config
 from .groups.state import GroupState
+from .listeners import parse_listeners
 
 E = ErrorCode
 STATES = {s.value.lower(): s.value for s in GroupState}
@@ -28,7 +29,7 @@ def connection_options(command):
     """--bootstrap-server, --config and --timeout; the command gets a `GroupsAdmin` for them
     (it connects on first use) and its failures become one line."""
     @click.option("--bootstrap-server", "bootstrap", metavar="HOST:PORT",
-                  help="A coordinator to ask; default: the advertised (or listen) address of --config.")
+                  help="A coordinator to ask; default: --config's PLAINTEXT listener (as advertised).")
     @click.option("--config", "config_path", type=click.Path(dir_okay=False),
                   help="The coordinator's configuration (default: the built-in defaults).")
     @click.option("--timeout", "timeout_ms", default=5000, show_default=True, type=click.IntRange(1, 3_600_000),
@@ -40,13 +41,27 @@ def connection_options(command):
                 config = load_config(config_path)
             except ConfigError as exc:
                 raise click.ClickException(str(exc)) from None
-            bootstrap = config["advertised_listener"] or config["listen"]
+            bootstrap = _plaintext_address(config)
         try:
             with GroupsAdmin(bootstrap, timeout_ms / 1000) as admin:
                 return command(admin, **kwargs)
         except AdminError as exc:
             raise click.ClickException(str(exc)) from None
     return wrapper
+
+
+def _plaintext_address(config: dict) -> str:
+    """HOST:PORT of the configuration's first PLAINTEXT listener, as it advertises it."""
+    try:
+        bound, told = parse_listeners(config["listeners"], config["advertised_listeners"],
+                                      config["listener_security_protocol_map"])
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    for listener in bound:
+        if listener.protocol == "PLAINTEXT":
+            address = told.get(listener.name, listener)
+            return f"[{address.host}]:{address.port}" if ":" in address.host else f"{address.host}:{address.port}"
+    raise click.ClickException("the configuration has no PLAINTEXT listener: name a coordinator with --bootstrap-server")
 
 
 @click.group()

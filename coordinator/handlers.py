@@ -18,7 +18,8 @@ from protocol import ErrorCode, messages as m
 from protocol.hot import heartbeat_answer, read_heartbeat
 from protocol.schemas import (API_VERSIONS, APIS, DELETE_GROUPS, DESCRIBE_GROUPS, FETCH, FIND_COORDINATOR,
                               HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, LIST_OFFSETS, METADATA,
-                              OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH, PRODUCE, SYNC_GROUP)
+                              OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH, PRODUCE, SASL_AUTHENTICATE,
+                              SASL_HANDSHAKE, SYNC_GROUP)
 
 from . import metrics
 from .cluster.membership import Instance
@@ -26,6 +27,8 @@ from .cluster.ownership import Coordinator, Owned
 from .errors import store_error_code
 from .groups.state import GroupState
 from .pending import Pending
+from .security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from .security.client import Client
 from .store.fence import NotOwner, StoreError, StoreUnavailable
 from .topics.view import NO_TOPIC_ID, TopicView
 
@@ -37,7 +40,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     API_VERSIONS.key: (0, 4), METADATA.key: (0, 12), FIND_COORDINATOR.key: (0, 4),
     JOIN_GROUP.key: (0, 9), SYNC_GROUP.key: (0, 5), HEARTBEAT.key: (0, 4), LEAVE_GROUP.key: (0, 5),
     OFFSET_COMMIT.key: (2, 8), OFFSET_FETCH.key: (1, 8), LIST_GROUPS.key: (0, 4),
-    DESCRIBE_GROUPS.key: (0, 5), DELETE_GROUPS.key: (0, 2),
+    DESCRIBE_GROUPS.key: (0, 5), DELETE_GROUPS.key: (0, 2), SASL_HANDSHAKE.key: (0, 1), SASL_AUTHENTICATE.key: (0, 2),
 }
 # The APIs clients send only to a partition's leader. Some clients apply the bootstrap
 # server's ApiVersions to every broker (KafkaJS does, and stops a consumer whose broker lacks
@@ -65,9 +68,10 @@ class CloseConnection(Exception):
 
 
 class Handlers:
-    def __init__(self, coordinator: Coordinator, topics: TopicView):
+    def __init__(self, coordinator: Coordinator, topics: TopicView, acls=None):
         self.coordinator = coordinator
         self.topics = topics
+        self.acls = acls  # an AclStore: its current `authorizer` decides every request; None: all allowed
         self._table = {
             API_VERSIONS.key: self.api_versions, METADATA.key: self.metadata,
             FIND_COORDINATOR.key: self.find_coordinator, JOIN_GROUP.key: self.join_group,
@@ -75,6 +79,7 @@ class Handlers:
             LEAVE_GROUP.key: self.leave_group, OFFSET_COMMIT.key: self.offset_commit,
             OFFSET_FETCH.key: self.offset_fetch, LIST_GROUPS.key: self.list_groups,
             DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups,
+            SASL_HANDSHAKE.key: self.sasl_again, SASL_AUTHENTICATE.key: self.sasl_again,
         }
         self._table.update(dict.fromkeys(LEADER_ONLY, self.not_leader))
         # the APIs whose handlers may answer with a coroutine or a Pending (they wait for something)
@@ -108,10 +113,26 @@ class Handlers:
         return m.ApiVersionsResponse(error_code=error, api_keys=[
             m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(advertised.items())])
 
-    def api_versions(self, header, request, client_host):
+    def api_versions(self, header, request, client):
         return self.api_versions_response()
 
-    def not_leader(self, header, request, client_host):
+    def sasl_again(self, header, request, client):
+        """SASL on a connection that is through authentication, or on a listener without it:
+        ILLEGAL_SASL_STATE, as Kafka answers."""
+        if header.api_key == SASL_HANDSHAKE.key:
+            return m.SaslHandshakeResponse(error_code=E.ILLEGAL_SASL_STATE)
+        return m.SaslAuthenticateResponse(error_code=E.ILLEGAL_SASL_STATE, error_message="not expected now")
+
+    def allowed(self, client: Client, operation: Operation, resource: ResourceType, name: str) -> bool:
+        """Whether the ACLs let `client` do `operation` on the resource (always, without ACLs)."""
+        if self.acls is None:
+            return True
+        if self.acls.authorizer.allows(client.principal, client.host, operation, resource, name):
+            return True
+        metrics.AUTHORIZATION_DENIALS.labels(resource.value, operation.value).inc()
+        return False
+
+    def not_leader(self, header, request, client):
         """A leader-only request: NOT_LEADER_OR_FOLLOWER for every partition it names."""
         key, no = header.api_key, E.NOT_LEADER_OR_FOLLOWER
         if key == FETCH.key:
@@ -135,7 +156,7 @@ class Handlers:
         return m.OffsetForLeaderEpochResponse(topics=[m.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
             m.EpochEndOffset(error_code=no, partition=p.partition) for p in t.partitions]) for t in request.topics])
 
-    def metadata(self, header, request, client_host):
+    def metadata(self, header, request, client):
         """Brokers and leaders from the topic source, and every live coordinator instance as one
         more node (ids never a broker's), so a client may bootstrap from any of them; a
         partition whose leader is unknown or not live has none."""
@@ -144,17 +165,24 @@ class Handlers:
                    for _, b in sorted(live.items())]
         membership = self.coordinator.membership
         instances = {membership.me.id: membership.me, **membership.live}  # itself, even unregistered
-        brokers += [m.MetadataResponseBroker(node_id=node_id(i), host=i.host, port=i.port)
-                    for _, i in sorted(instances.items())]
+        for _, instance in sorted(instances.items()):
+            if address := instance.address(client.listener.name):  # as reached through the client's listener
+                brokers.append(m.MetadataResponseBroker(node_id=node_id(instance), host=address[0], port=address[1]))
         known, ids = self.topics.partitions, self.topics.topic_ids
-        if request.topics is None or (header.api_version == 0 and not request.topics):
-            asked = [(name, None) for name in sorted(known)]
+        everything = request.topics is None or (header.api_version == 0 and not request.topics)
+        if everything:  # only the topics the client may describe
+            asked = [(name, None) for name in sorted(known)
+                     if self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name)]
         else:  # by name, or (v10+) by topic id
             by_id = {topic_id: name for name, topic_id in ids.items()}
             asked = [(t.name, None) if t.name is not None else (by_id.get(t.topic_id), t.topic_id)
                      for t in request.topics]
         topics = []
         for name, topic_id in asked:
+            if not everything and not self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name or ""):
+                topics.append(m.MetadataResponseTopic(error_code=E.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                                      topic_id=topic_id or NO_TOPIC_ID))
+                continue
             count = known.get(name)
             if count is None:
                 topics.append(m.MetadataResponseTopic(
@@ -182,34 +210,46 @@ class Handlers:
             error_code=E.NONE, partition_index=p, leader_id=state.leader, leader_epoch=state.leader_epoch,
             replica_nodes=replicas, isr_nodes=list(state.isr), offline_replicas=offline)
 
-    def find_coordinator(self, header, request, client_host):
-        """The instance each group is placed on, from any instance (the seeds' ConsumerMetadata)."""
+    def find_coordinator(self, header, request, client):
+        """The instance each group is placed on, from any instance (the seeds' ConsumerMetadata),
+        at its address on the listener the client came in on."""
         if header.api_version < 4:
-            found = self._coordinator(request.key, request.key_type)
+            found = self._coordinator(request.key, request.key_type, client)
             if isinstance(found, ErrorCode):
                 return m.FindCoordinatorResponse(error_code=found, error_message=found.name,
                                                  node_id=-1, host="", port=-1)
-            return m.FindCoordinatorResponse(error_code=E.NONE, node_id=node_id(found),
-                                             host=found.host, port=found.port)
+            instance, (host, port) = found
+            return m.FindCoordinatorResponse(error_code=E.NONE, node_id=node_id(instance), host=host, port=port)
         coordinators = []
         for key in request.coordinator_keys:
-            found = self._coordinator(key, request.key_type)
+            found = self._coordinator(key, request.key_type, client)
             if isinstance(found, ErrorCode):
                 coordinators.append(m.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=found,
                                                   error_message=found.name))
             else:
-                coordinators.append(m.Coordinator(key=key, node_id=node_id(found), host=found.host,
-                                                  port=found.port, error_code=E.NONE))
+                instance, (host, port) = found
+                coordinators.append(m.Coordinator(key=key, node_id=node_id(instance), host=host, port=port,
+                                                  error_code=E.NONE))
         return m.FindCoordinatorResponse(coordinators=coordinators)
 
-    def _coordinator(self, key: str, key_type: int) -> Instance | ErrorCode:
+    def _coordinator(self, key: str, key_type: int, client: Client) -> tuple[Instance, tuple[str, int]] | ErrorCode:
         if key_type != 0:  # transactions and share groups are not ours
             return E.INVALID_REQUEST
-        return self.coordinator.coordinator_of(key)
+        if not self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, key):
+            return E.GROUP_AUTHORIZATION_FAILED
+        found = self.coordinator.coordinator_of(key)
+        if isinstance(found, ErrorCode):
+            return found
+        address = found.address(client.listener.name)
+        if address is None:  # that instance has no such listener (being reconfigured): ask again later
+            return E.COORDINATOR_NOT_AVAILABLE
+        return found, address
 
     # -- membership -----------------------------------------------------------------------
 
-    async def join_group(self, header, request, client_host):
+    async def join_group(self, header, request, client):
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return m.JoinGroupResponse(error_code=E.GROUP_AUTHORIZATION_FAILED, member_id=request.member_id)
         route = self.coordinator.route(request.group_id, empty_ok=False)
         if not isinstance(route, Owned):
             return m.JoinGroupResponse(error_code=route, member_id=request.member_id)
@@ -219,7 +259,7 @@ class Handlers:
         rebalance_timeout = request.rebalance_timeout_ms if header.api_version >= 1 else request.session_timeout_ms
         reply = await route.groups.join(
             request.group_id, member_id=request.member_id, instance_id=request.group_instance_id,
-            client_id=header.client_id or "", client_host=client_host,
+            client_id=header.client_id or "", client_host=client.host,
             session_timeout=request.session_timeout_ms / 1000, rebalance_timeout=rebalance_timeout / 1000,
             protocol_type=request.protocol_type, protocols=protocols,
             require_known_member_id=header.api_version >= 4, reason=request.reason)
@@ -230,7 +270,9 @@ class Handlers:
             members=[m.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
                      for mid, iid, meta in reply.members])
 
-    async def sync_group(self, header, request, client_host):
+    async def sync_group(self, header, request, client):
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return m.SyncGroupResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)
         route = self.coordinator.route(request.group_id, empty_ok=False)
         if not isinstance(route, Owned):
             return m.SyncGroupResponse(error_code=route)
@@ -255,17 +297,21 @@ class Handlers:
             return None
         return heartbeat_answer(version, correlation_id)
 
-    def heartbeat(self, header, request, client_host):
+    def heartbeat(self, header, request, client):
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return m.HeartbeatResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)
         route = self.coordinator.route(request.group_id, empty_ok=False)
         if not isinstance(route, Owned):
             return m.HeartbeatResponse(error_code=route)
         return m.HeartbeatResponse(error_code=route.groups.heartbeat(
             request.group_id, request.member_id, request.generation_id, request.group_instance_id))
 
-    def leave_group(self, header, request, client_host):
+    def leave_group(self, header, request, client):
         route = self.coordinator.route(request.group_id, empty_ok=False)
         leaving = ([(request.member_id, None)] if header.api_version < 3 else
                    [(x.member_id, x.group_instance_id) for x in request.members])
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            route = E.GROUP_AUTHORIZATION_FAILED
         if not isinstance(route, Owned):
             return m.LeaveGroupResponse(error_code=route)
         errors = route.groups.leave(request.group_id, leaving)
@@ -277,13 +323,15 @@ class Handlers:
 
     # -- offsets --------------------------------------------------------------------------
 
-    def offset_commit(self, header, request, client_host):
+    def offset_commit(self, header, request, client):
         def answer(error_of):
             return m.OffsetCommitResponse(topics=[m.OffsetCommitResponseTopic(name=t.name, partitions=[
                 m.OffsetCommitResponsePartition(partition_index=p.partition_index,
                                                 error_code=error_of(t.name, p.partition_index))
                 for p in t.partitions]) for t in request.topics])
 
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return answer(lambda topic, p: E.GROUP_AUTHORIZATION_FAILED)
         route = self.coordinator.route(request.group_id)
         if not isinstance(route, Owned):
             return answer(lambda topic, p: route)
@@ -298,6 +346,11 @@ class Handlers:
                    for t in request.topics for p in t.partitions
                    if len(t.name) > MAX_TOPIC_NAME or (p.committed_metadata is not None
                                                        and len(p.committed_metadata) > MAX_OFFSET_METADATA)}
+        if self.acls is not None:
+            for t in request.topics:
+                if not self.allowed(client, Operation.READ, ResourceType.TOPIC, t.name):
+                    refused.update(dict.fromkeys(((t.name, p.partition_index) for p in t.partitions),
+                                                 E.TOPIC_AUTHORIZATION_FAILED))
         now_ms = int(time.time() * 1000)
         entries = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch,
                                                  p.committed_metadata, now_ms)
@@ -329,10 +382,10 @@ class Handlers:
             offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), (o, *_) in entries.items()])
         return answer(lambda topic, p: refused.get((topic, p), E.NONE))
 
-    async def offset_fetch(self, header, request, client_host):
+    async def offset_fetch(self, header, request, client):
         if header.api_version >= 8:
             groups = [await self._fetch_group(g.group_id, None if g.topics is None else
-                                              [(t.name, t.partition_indexes) for t in g.topics], header.api_version)
+                                              [(t.name, t.partition_indexes) for t in g.topics], client)
                       for g in request.groups]
             return m.OffsetFetchResponse(groups=[
                 m.OffsetFetchResponseGroup(group_id=gid, error_code=error, topics=[
@@ -342,16 +395,19 @@ class Handlers:
                         for p, o, e, md, pe in parts]) for name, parts in topics])
                 for gid, error, topics in groups])
         topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
-        _, error, result = await self._fetch_group(request.group_id, topics, header.api_version)
+        _, error, result = await self._fetch_group(request.group_id, topics, client)
         return m.OffsetFetchResponse(error_code=error, topics=[
             m.OffsetFetchResponseTopic(name=name, partitions=[
                 m.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
                                                metadata=md, error_code=pe if header.api_version >= 2 or error == E.NONE else error)
                 for p, o, e, md, pe in parts]) for name, parts in result])
 
-    async def _fetch_group(self, group_id: str, topics, version: int):
-        """(group, error, [(topic, [(partition, offset, epoch, metadata, error)])])."""
+    async def _fetch_group(self, group_id: str, topics, client: Client):
+        """(group, error, [(topic, [(partition, offset, epoch, metadata, error)])]): of the
+        topics the client may describe; those named that it may not, TOPIC_AUTHORIZATION_FAILED."""
         route = self.coordinator.route(group_id)
+        if not self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            route = E.GROUP_AUTHORIZATION_FAILED
         if isinstance(route, Owned):
             try:  # a write of the group's whose outcome is unknown is read back first
                 await route.store.settle(group_id)
@@ -361,9 +417,13 @@ class Handlers:
             return group_id, route, [(name, [(p, -1, -1, "", route) for p in parts]) for name, parts in topics or []]
         committed = route.store.durable.get(group_id, {})
         if topics is None:
-            topics = [(name, sorted(parts)) for name, parts in sorted(committed.items())]
+            topics = [(name, sorted(parts)) for name, parts in sorted(committed.items())
+                      if self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name)]
         result = []
         for name, parts in topics:
+            if not self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name):
+                result.append((name, [(p, -1, -1, "", E.TOPIC_AUTHORIZATION_FAILED) for p in parts]))
+                continue
             have = committed.get(name, {})
             result.append((name, [(p, *(_entry(have[p]) if p in have else (-1, -1, "")), E.NONE)
                                   for p in parts]))
@@ -371,17 +431,21 @@ class Handlers:
 
     # -- administration -------------------------------------------------------------------
 
-    def list_groups(self, header, request, client_host):
+    def list_groups(self, header, request, client):
         wanted = {s.lower() for s in request.states_filter}
+        every = self.allowed(client, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
         groups = [m.ListedGroup(group_id=gid, protocol_type=protocol_type, group_state=state)
                   for gid, protocol_type, state, _ in sorted(self.coordinator.all_groups())
-                  if not wanted or state.lower() in wanted]
+                  if (not wanted or state.lower() in wanted)
+                  and (every or self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, gid))]
         return m.ListGroupsResponse(error_code=E.NONE, groups=groups)
 
-    def describe_groups(self, header, request, client_host):
+    def describe_groups(self, header, request, client):
         described = []
         for group_id in request.groups:
             route = self.coordinator.route(group_id)
+            if not self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+                route = E.GROUP_AUTHORIZATION_FAILED
             if not isinstance(route, Owned):
                 described.append(m.DescribedGroup(error_code=route, group_id=group_id))
                 continue
@@ -401,10 +465,12 @@ class Handlers:
                     for x in group.members.values()]))
         return m.DescribeGroupsResponse(groups=described)
 
-    async def delete_groups(self, header, request, client_host):
+    async def delete_groups(self, header, request, client):
         results = []
         for group_id in request.groups_names:
-            results.append(m.DeletableGroupResult(group_id=group_id, error_code=await self._delete(group_id)))
+            error = (await self._delete(group_id) if self.allowed(client, Operation.DELETE, ResourceType.GROUP, group_id)
+                     else E.GROUP_AUTHORIZATION_FAILED)
+            results.append(m.DeletableGroupResult(group_id=group_id, error_code=error))
         return m.DeleteGroupsResponse(results=results)
 
     async def _delete(self, group_id: str) -> ErrorCode:

@@ -51,6 +51,12 @@ CONNECTIONS_CLOSED = Counter("groupkeeper_connections_closed_total",
 ACCEPT_FAILURES = Counter("groupkeeper_accept_failures_total",
                           "accept() calls that failed for want of resources (file descriptors, memory), by errno; "
                           "the server backs off and goes on.", ["reason"], registry=REGISTRY)
+AUTHENTICATIONS = Counter("groupkeeper_authentications_total",
+                          "SASL authentications of Kafka clients, by mechanism and outcome (succeeded, failed).",
+                          ["mechanism", "outcome"], registry=REGISTRY)
+AUTHORIZATION_DENIALS = Counter("groupkeeper_authorization_denials_total",
+                                "Requests (or parts of one) refused by the ACLs, by resource type and operation.",
+                                ["resource_type", "operation"], registry=REGISTRY)
 REBALANCES = Counter("groupkeeper_rebalances_total", "Rebalances completed, by what started them.",
                      ["reason"], registry=REGISTRY)
 REBALANCE_SECONDS = Histogram(

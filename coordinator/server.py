@@ -15,15 +15,20 @@ import errno
 import math
 import select
 import socket
+import ssl
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 
 from . import logs, metrics
 from .connection import Connection
 from .handlers import Handlers
+from .listeners import Listener
+from .security.client import Client
+from .security.sasl import Authentication, SaslGate
+from .security.tls import TlsGate, TLSSocket
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,13 @@ class Limits:
     max_in_flight: int = 100  # requests of one connection waiting at once
 
 
+@dataclass(frozen=True)
+class Security:
+    """What the TLS and SASL listeners need: none of it for PLAINTEXT."""
+    tls: dict[str, ssl.SSLContext] = field(default_factory=dict)  # by protocol: SSL asks for client certificates
+    authentication: Authentication | None = None
+
+
 ACCEPT_BACKOFF = (0.01, 1.0)  # seconds: first and longest pause after accept() failed for want of resources
 POLL_EVENTS = 256  # sockets served per turn of the poll loop, before the other tasks run
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -45,9 +57,10 @@ _HANG_UP = select.EPOLLHUP | select.EPOLLERR
 
 
 class Server:
-    def __init__(self, handlers: Handlers, limits: Limits):
+    def __init__(self, handlers: Handlers, limits: Limits, security: Security = Security()):
         self.handlers = handlers
         self.limits = limits
+        self.security = security
         self.by_address: Counter[str] = Counter()
         self.log = logs.get("groupkeeper.server")
         self.stopped = trio.Event()
@@ -60,9 +73,10 @@ class Server:
         self._deadline = math.inf  # when connections still open at shutdown are closed
         self._all_closed = trio.Event()
 
-    async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Accept on `listeners` until `shutdown()`; then serve the open connections until they
-        close or its grace ends."""
+    async def serve(self, listeners: list[tuple[trio.SocketListener, Listener]],
+                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Accept on `listeners` (each socket with the Kafka listener it is) until `shutdown()`;
+        then serve the open connections until they close or its grace ends."""
         try:
             async with trio.open_nursery() as nursery:
                 self.tasks = nursery
@@ -70,10 +84,10 @@ class Server:
                 nursery.start_soon(self._reap)
                 async with trio.open_nursery() as accepting:
                     self._accepting_scope = accepting.cancel_scope
-                    for listener in listeners:
-                        accepting.start_soon(self._accept, listener)
+                    for listener, kind in listeners:
+                        accepting.start_soon(self._accept, listener, kind)
                     task_status.started()
-                for listener in listeners:
+                for listener, _ in listeners:
                     await listener.aclose()
                 with trio.move_on_at(self._deadline):
                     if self._connections:
@@ -89,7 +103,7 @@ class Server:
         self._deadline = trio.current_time() + grace
         self._accepting_scope.cancel()
 
-    async def _accept(self, listener: trio.SocketListener) -> None:
+    async def _accept(self, listener: trio.SocketListener, kind: Listener) -> None:
         """Accept for ever. Out of file descriptors (or memory), accept() fails: the
         connection waits in the backlog while this backs off, logs once per episode and
         keeps serving the connections it has, rather than ending the instance."""
@@ -109,9 +123,9 @@ class Server:
             if pause:
                 self.log.info("accepting connections again")
                 pause = 0.0
-            self._open(socket.socket(fileno=stream.socket.detach()))  # non-blocking, as trio made it
+            self._open(socket.socket(fileno=stream.socket.detach()), kind)  # non-blocking, as trio made it
 
-    def _open(self, sock: socket.socket) -> None:
+    def _open(self, sock: socket.socket, listener: Listener) -> None:
         try:
             peer = sock.getpeername()
         except OSError:  # gone already
@@ -125,7 +139,12 @@ class Server:
             metrics.CONNECTIONS_CLOSED.labels(refused).inc()
             sock.close()
             return
-        connection = Connection(self, sock, peer)
+        # a TLS or SASL connection must be through its gate within the request read timeout
+        deadline = trio.current_time() + self.limits.request_read_timeout
+        gate = (SaslGate(self.security.authentication, deadline) if listener.sasl else
+                TlsGate(deadline) if listener.tls else None)
+        connection = Connection(self, TLSSocket(sock, self.security.tls[listener.protocol]) if listener.tls else sock, peer,
+                                Client(peer[0], listener), gate)
         self._connections[connection.fd] = connection
         self.by_address[peer[0]] += 1
         metrics.CONNECTIONS.inc()
@@ -177,6 +196,7 @@ class Server:
             await trio.sleep(period)
             now = trio.current_time()
             for connection in [c for c in self._connections.values() if c.until <= now]:
-                connection.close("request read timeout" if connection.reading_timeout else "idle timeout")
+                connection.close("authentication timeout" if connection.gate is not None else
+                                 "request read timeout" if connection.reading_timeout else "idle timeout")
 
 

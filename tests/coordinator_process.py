@@ -25,10 +25,11 @@ from tests.in_process import make_chroot
 
 class CoordinatorProcess:
     def __init__(self, zookeeper, tmp_path: Path, env: dict[str, str] | None = None, chroot: str | None = None,
-                 open_files: int | None = None, **config):
+                 open_files: int | None = None, listeners: tuple[str, ...] = (), **config):
         """`chroot`: join the cluster of another CoordinatorProcess (give it its `chroot` and
         an `instance_id` of its own); default: a cluster of its own. `open_files`: the
-        process's limit on open file descriptors."""
+        process's limit on open file descriptors. `listeners`: more than its PLAINTEXT one
+        (on `bootstrap`)."""
         self.open_files = open_files
         self.chroot = chroot or make_chroot(zookeeper.connect_string, "gk-test")
         self.zookeeper = zookeeper.connect_string + self.chroot
@@ -45,7 +46,8 @@ class CoordinatorProcess:
         config_path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in scalars) + "".join(
             f"[{k}]\n" + "".join(f"{json.dumps(ik)} = {json.dumps(iv)}\n" for ik, iv in v.items()) for k, v in tables))
         self.command = [sys.executable, "-m", "coordinator", "run", "--config", str(config_path),
-                        "--zookeeper", self.zookeeper, "--listen", self.bootstrap,
+                        "--zookeeper", self.zookeeper,
+                        "--listeners", ",".join([f"PLAINTEXT://{self.bootstrap}", *listeners]),
                         "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
                         "--data-dir", str(tmp_path), "--log-format", "json"]
         self.process: subprocess.Popen | None = None

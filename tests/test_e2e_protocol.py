@@ -15,7 +15,7 @@ from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build
 from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FETCH, FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP,
                               LIST_GROUPS, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
-                              OFFSET_FOR_LEADER_EPOCH, PRODUCE)
+                              OFFSET_FOR_LEADER_EPOCH, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE)
 from tests.clients import RawConnection, RawMember, join_together
 from tests.coordinator_process import CoordinatorProcess
 
@@ -49,7 +49,11 @@ def test_api_versions_advertises_exactly_what_is_served(raw):
     # and the leader-only APIs, as every ZooKeeper-mode Kafka since 2.8 serves them
     assert {k: ranges.pop(k) for k in (PRODUCE.key, FETCH.key, LIST_OFFSETS.key, OFFSET_FOR_LEADER_EPOCH.key)} == {
         PRODUCE.key: (3, 9), FETCH.key: (4, 12), LIST_OFFSETS.key: (1, 6), OFFSET_FOR_LEADER_EPOCH.key: (2, 4)}
-    assert len(ranges) == 12
+    # SASL on every listener, as Kafka: on one without it, ILLEGAL_SASL_STATE
+    assert ranges[SASL_HANDSHAKE.key] == (0, 1) and ranges[SASL_AUTHENTICATE.key] == (0, 2)
+    assert raw.call(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == E.ILLEGAL_SASL_STATE
+    assert raw.call(SASL_AUTHENTICATE, 2, {"auth_bytes": b"x"}).error_code == E.ILLEGAL_SASL_STATE
+    assert len(ranges) == 14
 
 
 def test_leader_only_requests_are_answered_as_a_broker_that_leads_nothing(groupkeeper):

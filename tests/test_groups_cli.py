@@ -293,7 +293,7 @@ def test_bad_input_and_unreachable_servers_are_one_line(groupkeeper, tmp_path):
 
     # the default address is the configured one
     config = tmp_path / "groupkeeper.toml"
-    config.write_text(f'listen = "0.0.0.0:1"\nadvertised_listener = "{bootstrap}"\n')
+    config.write_text(f'listeners = ["PLAINTEXT://0.0.0.0:1"]\nadvertised_listeners = ["PLAINTEXT://{bootstrap}"]\n')
     listed = CliRunner().invoke(main, ["groups", "list", "--config", str(config)])
     assert listed.exit_code == 0, listed.output
     missing = CliRunner().invoke(main, ["groups", "list", "--config", str(tmp_path / "none.toml")])

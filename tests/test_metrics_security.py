@@ -4,21 +4,15 @@ hashes it checks against."""
 from __future__ import annotations
 
 import base64
-import datetime
 import http.client
-import ipaddress
 import socket
 import ssl
 import subprocess
 import sys
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 from coordinator.security.passwords import check_hash, hash_password, verify_password
+from tests.certs import Authority
 from tests.coordinator_process import CoordinatorProcess
 
 
@@ -42,21 +36,9 @@ def test_a_hash_that_is_not_one_is_refused_with_a_reason(stored):
 
 
 def _certificate(tmp_path):
-    """A self-signed certificate for 127.0.0.1 and its key, as PEM files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "groupkeeper-test")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = tmp_path / "metrics.pem", tmp_path / "metrics.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return str(cert_path), str(key_path)
+    """A certificate for 127.0.0.1 and its key, as PEM files, and the CA that signed it."""
+    authority = Authority(tmp_path)
+    return (*authority.issue("CN=groupkeeper-test", "metrics", server=True), authority.cafile)
 
 
 def _get(port: int, cafile: str, user: str | None = None, password: str | None = None):
@@ -74,22 +56,22 @@ def _get(port: int, cafile: str, user: str | None = None, password: str | None =
 
 
 def test_the_metrics_endpoint_over_tls_answers_only_its_users(zookeeper, tmp_path):
-    cert, key = _certificate(tmp_path)
+    cert, key, ca = _certificate(tmp_path)
     process = CoordinatorProcess(zookeeper, tmp_path, metrics_tls_cert=cert, metrics_tls_key=key,
                                  metrics_users={"prometheus": hash_password("s3cret")})
     process.start()
     try:
         port = process.metrics_port
-        status, headers, _ = _get(port, cert)
+        status, headers, _ = _get(port, ca)
         assert status == 401 and headers["WWW-Authenticate"].startswith('Basic realm="groupkeeper metrics"')
-        assert _get(port, cert, "prometheus", "wrong")[0] == 401
-        assert _get(port, cert, "stranger", "s3cret")[0] == 401
-        status, _, body = _get(port, cert, "prometheus", "s3cret")
+        assert _get(port, ca, "prometheus", "wrong")[0] == 401
+        assert _get(port, ca, "stranger", "s3cret")[0] == 401
+        status, _, body = _get(port, ca, "prometheus", "s3cret")
         assert status == 200 and b"groupkeeper_connections" in body
         with socket.create_connection(("127.0.0.1", port), timeout=10) as plain:  # HTTP to the TLS port
             plain.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             assert b"groupkeeper_" not in plain.recv(65536)
-        assert _get(port, cert, "prometheus", "s3cret")[0] == 200  # and the endpoint still serves
+        assert _get(port, ca, "prometheus", "s3cret")[0] == 200  # and the endpoint still serves
         entry = process.wait_for_log("metrics endpoint")
         assert entry["url"].startswith("https://") and entry["basic_auth"] is True
     finally:

@@ -16,7 +16,7 @@ from coordinator.store.zkserver import free_port
 
 def _start(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "coordinator", "run", "--log-format", "json",
-                             "--listen", f"127.0.0.1:{free_port()}",
+                             "--listeners", f"PLAINTEXT://127.0.0.1:{free_port()}",
                              "--metrics-listen", f"127.0.0.1:{free_port()}", *args],
                             stderr=subprocess.PIPE, text=True)
 
@@ -89,9 +89,19 @@ def test_run_with_an_existing_zookeeper_registers_and_deregisters(zookeeper, tmp
 
 
 @pytest.mark.parametrize("text, message", [
-    ('listen = "127.0.0.1:9094"\nzookeper = "localhost:2181"\n', "unknown key 'zookeper'"),
+    ('listeners = ["PLAINTEXT://127.0.0.1:9094"]\nzookeper = "localhost:2181"\n', "unknown key 'zookeper'"),
     ("group_max_record_bytes = 10\n", "key 'group_max_record_bytes' must be between 65536 and 67108864, not 10"),
-], ids=["unknown key", "out of range"])
+    ("listeners = [9094]\n", "key 'listeners' must be a list of strings, not [9094]"),
+    ('listeners = ["HTTP://127.0.0.1:9094"]\n', "listener HTTP has no security protocol"),
+    ('listeners = ["PLAINTEXT://0.0.0.0:0"]\n', "binds every address: say in advertised_listeners"),
+    ('listeners = ["SASL_SSL://127.0.0.1:0"]\n', "an SSL or SASL_SSL listener needs ssl_certfile and ssl_keyfile"),
+    ('listeners = ["SASL_PLAINTEXT://127.0.0.1:0"]\nsasl_enabled_mechanisms = ["GSSAPI"]\n',
+     "sasl_enabled_mechanisms: 'GSSAPI' is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    ('listeners = ["SSL://127.0.0.1:0"]\nssl_certfile = "/nonexistent.pem"\nssl_keyfile = "/nonexistent.key"\n',
+     "/nonexistent.pem: no such file"),
+    ('advertised_listeners = ["SSL://example.com:9096"]\n', "advertised_listeners: SSL is not among listeners"),
+], ids=["unknown key", "out of range", "listeners not strings", "unknown protocol", "wildcard advertised",
+        "TLS without a certificate", "unknown mechanism", "missing certificate", "advertised unknown listener"])
 def test_a_bad_config_value_names_itself(tmp_path, text, message):
     config = tmp_path / "bad.toml"
     config.write_text(text)

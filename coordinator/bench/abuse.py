@@ -213,7 +213,7 @@ class LocalCoordinator:
         config_path = work / "groupkeeper.toml"
         config_path.write_text("".join(f"{key} = {json.dumps(value)}\n" for key, value in config.items()))
         self.run = RunProcess(["--config", str(config_path), "--zookeeper", self.zookeeper.connect_string,
-                               "--listen", f"127.0.0.1:{self.port}", "--metrics-listen", "",
+                               "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}", "--metrics-listen", "",
                                "--data-dir", str(work / "data")])
         try:
             self.run.start(work / "groupkeeper.log")

@@ -48,7 +48,7 @@ SUBSCRIPTION = encode_subscription(ConsumerProtocolSubscription(topics=[TOPIC]),
 class _Instance:
     def __init__(self, n: int, zookeeper: str, work: Path, session_timeout: float):
         self.id, self.port, self.work = n, free_port(), work
-        self.run = RunProcess(["--zookeeper", zookeeper, "--listen", f"127.0.0.1:{self.port}", "--metrics-listen", "",
+        self.run = RunProcess(["--zookeeper", zookeeper, "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}", "--metrics-listen", "",
                                "--instance-id", str(n), "--data-dir", str(work / f"instance-{n}"),
                                "--zk-session-timeout", str(session_timeout)])
         self.runs = 0

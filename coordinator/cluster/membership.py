@@ -29,8 +29,18 @@ REREGISTER_RETRY = 1.0  # seconds between attempts while another session holds o
 @dataclass(frozen=True)
 class Instance:
     id: int
-    host: str  # the advertised address clients connect to
+    host: str  # the advertised address clients connect to (its first listener's)
     port: int
+    # every listener's advertised address, as (name, host, port); a registration older than
+    # listeners had one, PLAINTEXT
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where a client of `listener` (its name) reaches this instance; None if it has no such listener."""
+        for name, host, port in self.endpoints or (("PLAINTEXT", self.host, self.port),):
+            if name == listener:
+                return host, port
+        return None
 
 
 class AlreadyRegistered(Exception):
@@ -52,7 +62,9 @@ class Membership:
         """Create this instance's znode. If another session holds it, wait up to `wait`
         seconds for it to go (a killed predecessor's session expiring), then raise
         AlreadyRegistered."""
-        data = layout.encode({"host": self.me.host, "port": self.me.port, "hostname": socket.gethostname(),
+        data = layout.encode({"host": self.me.host, "port": self.me.port,
+                              "endpoints": [f"{name}://{_bracketed(host)}:{port}" for name, host, port in self.me.endpoints],
+                              "hostname": socket.gethostname(),
                               "pid": os.getpid(), "started": int(time.time() * 1000)})
         path = layout.instance_path(self.me.id)
         deadline = trio.current_time() + wait
@@ -134,8 +146,9 @@ class Membership:
                 raise read
             try:
                 record = layout.decode(read[0])
-                live[i] = Instance(i, str(record["host"]), int(record["port"]))
-            except (ValueError, KeyError, TypeError):
+                live[i] = Instance(i, str(record["host"]), int(record["port"]),
+                                   tuple(_endpoint(text) for text in record.get("endpoints", ())))
+            except (ValueError, KeyError, TypeError, AttributeError):
                 self.log.warning("unreadable instance registration", instance_id=i)
         if live != self.live:
             joined, left = sorted(set(live) - set(self.live)), sorted(set(self.live) - set(live))
@@ -143,3 +156,16 @@ class Membership:
             self.log.info("live instances changed", live=sorted(live), joined=joined, left=left)
             self.updated.set()
             self.updated = trio.Event()
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _endpoint(text: str) -> tuple[str, str, int]:
+    """"NAME://HOST:PORT" as (name, host, port); ValueError if it is not one."""
+    name, sep, address = text.partition("://")
+    host, _, port = address.rpartition(":")
+    if not sep or not host:
+        raise ValueError(text)
+    return name, host.strip("[]"), int(port)

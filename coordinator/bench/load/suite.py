@@ -169,7 +169,7 @@ def _ours(load: Load, work: Path, profile: Path | None) -> dict:
         port = free_port()
         config = work / "groupkeeper.toml"
         config.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in CONFIG.items()))
-        run = RunProcess(["--config", str(config), "--zookeeper", zookeeper, "--listen", f"127.0.0.1:{port}",
+        run = RunProcess(["--config", str(config), "--zookeeper", zookeeper, "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
                           "--metrics-listen", "", "--data-dir", str(work / "data")])
         try:
             run.start(work / "groupkeeper.log", preexec_fn=_pin(SERVER_CPUS))
