@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -11,13 +12,14 @@ import time
 from confluent_kafka import Consumer as CKConsumer
 from kafka import KafkaConsumer
 from kafka.errors import CommitFailedError, KafkaConnectionError, RebalanceInProgressError
+from kafka.net.sasl.scram import ScramClient
 
 from coordinator.admin import read_exactly
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.consumer import decode_assignment, encode_assignment, encode_subscription
 from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition, build
 from protocol.schemas import (DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, METADATA, OFFSET_COMMIT,
-                              OFFSET_FETCH, SYNC_GROUP)
+                              OFFSET_FETCH, SASL_AUTHENTICATE, SASL_HANDSHAKE, SYNC_GROUP)
 
 
 def kp_consumer(bootstrap: str, group: str, *topics: str, **extra) -> KafkaConsumer:
@@ -150,6 +152,39 @@ class RawConnection:
                 return
             assert time.monotonic() < deadline, f"the coordinator never saw {topic} with {partitions} partitions"
             time.sleep(0.05)
+
+
+class SecureConnection(RawConnection):
+    """A RawConnection over TLS (`cafile` checks the server; `cert`/`key`: a client
+    certificate) that authenticates with SASL first when given a user: SaslHandshake v1, then
+    kafka-python's own SCRAM client (or a PLAIN token) in SaslAuthenticate requests.
+    `authenticated` is the last SaslAuthenticate answer's error."""
+
+    def __init__(self, port: int, cafile: str, user: str | None = None, password: str | None = None,
+                 mechanism: str = "SCRAM-SHA-512", cert: str | None = None, key: str | None = None,
+                 timeout: float = 30.0):
+        super().__init__(port, timeout)
+        context = ssl.create_default_context(cafile=cafile)
+        if cert is not None:
+            context.load_cert_chain(cert, key)
+        self.sock = context.wrap_socket(self.sock, server_hostname="127.0.0.1")
+        self.authenticated = None
+        if user is not None:
+            self.authenticated = self.authenticate(user, password, mechanism)
+
+    def authenticate(self, user: str, password: str, mechanism: str) -> ErrorCode:
+        assert self.call(SASL_HANDSHAKE, 1, {"mechanism": mechanism}).error_code == ErrorCode.NONE
+        if mechanism == "PLAIN":
+            return self.call(SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0{user}\0{password}".encode()}).error_code
+        scram = ScramClient(user, password, mechanism)
+        first = self.call(SASL_AUTHENTICATE, 2, {"auth_bytes": scram.first_message()})
+        if first.error_code != ErrorCode.NONE:
+            return first.error_code
+        scram.process_server_first_message(first.auth_bytes)
+        final = self.call(SASL_AUTHENTICATE, 2, {"auth_bytes": scram.final_message()})
+        if final.error_code == ErrorCode.NONE:
+            scram.process_server_final_message(final.auth_bytes)  # the server proved it knows the key
+        return final.error_code
 
 
 def join_together(first: "RawMember", second: "RawMember") -> tuple[dict, dict]:

@@ -8,6 +8,7 @@ import select
 import socket
 import ssl
 import threading
+import time
 
 import pytest
 
@@ -65,7 +66,11 @@ def tls_pair(tmp_path):
     shaken: list = []
     thread = threading.Thread(target=lambda: shaken.append(context.wrap_socket(theirs, server_hostname="localhost")))
     thread.start()
-    while thread.is_alive():  # serve the handshake from this side, as the poll loop would
+    # serve the handshake from this side, as the poll loop would, until both ends are through
+    # (with TLS 1.3 the client is through first: its Finished is still on its way)
+    deadline = time.monotonic() + 10
+    while thread.is_alive() or not server.handshaken:
+        assert time.monotonic() < deadline, "no handshake"
         if select.select([ours], [], [], 0.1)[0]:
             with pytest.raises(BlockingIOError):
                 server.recv(65536)
@@ -133,3 +138,32 @@ def test_plaintext_bytes_to_a_tls_socket_are_a_tls_error(tmp_path):
     finally:
         theirs.close()
         server.close()
+
+
+def test_a_close_notify_ends_the_connection_after_what_came_before_it(tls_pair):
+    """An empty read from TLS is the client's close_notify: the bytes before it, then the end
+    (once, this looped for ever on the poll loop's thread)."""
+    server, client = tls_pair
+    client.sendall(b"last words")
+    closing = threading.Thread(target=_unwrap, args=(client,))  # it waits for our close_notify: none comes
+    closing.start()
+    received = b""
+    while True:
+        select.select([server], [], [], 5)
+        try:
+            chunk = server.recv(65536)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            break
+        received += chunk
+    assert received == b"last words"
+    server.close()
+    closing.join(10)
+
+
+def _unwrap(client: ssl.SSLSocket) -> None:
+    try:
+        client.unwrap()
+    except (ssl.SSLError, OSError):
+        pass

@@ -134,7 +134,7 @@ def test_ready_once_serving_and_stopping_on_sigterm(zookeeper, tmp_path, notify_
         assert len(watcher.messages) == 1
         fields = watcher.messages[0].split("\n")
         assert fields[0] == "READY=1"
-        assert fields[1].startswith(f"STATUS=serving on {process.bootstrap}"), fields
+        assert fields[1].startswith(f"STATUS=serving on PLAINTEXT://{process.bootstrap}"), fields
         assert watcher.at_ready["connect"] == "accepted", watcher.at_ready
         assert watcher.at_ready["errors"] == {"NONE"}, watcher.at_ready
 

@@ -8,7 +8,8 @@ so one `groupkeeper users add` (or Kafka's kafka-configs.sh) serves both; PLAIN 
 password itself, so it is offered over TLS only unless the operator allows it.
 
 A failed authentication is answered SASL_AUTHENTICATION_FAILED with the same generic
-message whatever went wrong (the log says what), after a delay, and the connection closes.
+message whatever went wrong (the log says what), and the connection closes after a delay
+(Kafka's connection.failed.authentication.delay.ms), unread meanwhile.
 Every failure from a host doubles the time its later attempts must keep apart (`Pacing`), so
 a host guessing passwords, however many connections it opens, gets few guesses a minute.
 """
@@ -267,10 +268,11 @@ class SaslGate:
         metrics.AUTHENTICATIONS.labels(self.mechanism, "failed").inc()
         connection.log.warning("authentication failed", mechanism=self.mechanism, user=self.exchange.user,
                                reason=reason, delay_s=round(delay, 3))
-        answer = None if header is None else encode_response(header, _authenticate_error(
-            ErrorCode.SASL_AUTHENTICATION_FAILED, FAILED))
+        if header is not None:  # at once, so the client reads why; the close comes after the delay
+            connection.add(encode_response(header, _authenticate_error(ErrorCode.SASL_AUTHENTICATION_FAILED, FAILED)))
+            connection.flush()
         connection.hold()
-        connection.server.tasks.start_soon(_refuse_after, connection, delay, answer, "authentication failed")
+        connection.server.tasks.start_soon(_close_after, connection, delay, "authentication failed")
 
     def _refuse(self, connection, header: RequestHeader | None, body, reason: str) -> None:
         """Answer (unless the request came bare) and close: a protocol error, not a failed password."""
@@ -280,13 +282,8 @@ class SaslGate:
         connection.close(reason)
 
 
-async def _refuse_after(connection, delay: float, answer: bytes | None, reason: str) -> None:
+async def _close_after(connection, delay: float, reason: str) -> None:
     await trio.sleep(delay)
-    if connection.closed:
-        return
-    if answer is not None:
-        connection.add(answer)
-        connection.flush()
     connection.close(reason)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 
 
@@ -112,14 +113,18 @@ class TLSSocket:
         try:
             if not self.handshaken:
                 self._tls.do_handshake()
-            while True:
-                chunks.append(self._tls.read(size))
+            while chunk := self._tls.read(size):
+                chunks.append(chunk)
+            closed = True  # an empty read: the client's close_notify
         except ssl.SSLWantReadError:
-            pass
-        except ssl.SSLZeroReturnError:  # the client's close_notify
-            self._flush_control()
-            return b"".join(chunks)
+            closed = False
+        except ssl.SSLZeroReturnError:
+            closed = True
         self._flush_control()
+        if closed:  # what came before it, then (at the next read) the end
+            if chunks:
+                self.sock.shutdown(socket.SHUT_RD)
+            return b"".join(chunks)
         if not chunks:
             raise BlockingIOError
         return b"".join(chunks)
