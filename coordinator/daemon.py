@@ -24,7 +24,7 @@ from .handlers import Handlers
 from .security.acl_store import AclStore
 from .security.passwords import check_hash
 from .security.sasl import MECHANISMS, Authentication, Pacing
-from .security.tls import TLSError, listener_context, server_context
+from .security.tls import CLIENT_AUTH, TLSError, listener_context, server_context
 from .security.users import UserStore
 from .server import Limits, Security, Server
 from .store import acls, layout
@@ -104,6 +104,8 @@ def _listeners(config: dict[str, Any]) -> tuple[list[tuple[Listener, Listener]],
             raise StartupError(f"sasl_enabled_mechanisms: {name!r} is not one of {', '.join(MECHANISMS)}")
     if any(listener.sasl for listener in bound) and not config["sasl_enabled_mechanisms"]:
         raise StartupError("sasl_enabled_mechanisms is empty, but a listener speaks SASL")
+    if config["ssl_client_auth"] not in CLIENT_AUTH:
+        raise StartupError(f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, not {config['ssl_client_auth']!r}")
     tls = {}
     if any(listener.tls for listener in bound):
         if not (config["ssl_certfile"] and config["ssl_keyfile"]):

@@ -100,8 +100,9 @@ def test_run_with_an_existing_zookeeper_registers_and_deregisters(zookeeper, tmp
     ('listeners = ["SSL://127.0.0.1:0"]\nssl_certfile = "/nonexistent.pem"\nssl_keyfile = "/nonexistent.key"\n',
      "/nonexistent.pem: no such file"),
     ('advertised_listeners = ["SSL://example.com:9096"]\n', "advertised_listeners: SSL is not among listeners"),
+    ('ssl_client_auth = "always"\n', "ssl_client_auth must be one of none, requested, required, not 'always'"),
 ], ids=["unknown key", "out of range", "listeners not strings", "unknown protocol", "wildcard advertised",
-        "TLS without a certificate", "unknown mechanism", "missing certificate", "advertised unknown listener"])
+        "TLS without a certificate", "unknown mechanism", "missing certificate", "advertised unknown listener", "bad client auth"])
 def test_a_bad_config_value_names_itself(tmp_path, text, message):
     config = tmp_path / "bad.toml"
     config.write_text(text)
