@@ -21,7 +21,8 @@ from .groups_cli import groups
 from .security.acls_cli import acls
 from .security.users_cli import users
 from .topics.view import topic_id_text
-from .topics.zookeeper_admin import AdminError, RegistryAdmin
+from .store.admin import AdminError
+from .topics.zookeeper_admin import RegistryAdmin
 from .store.zkserver import Peer, ZooKeeperServer, ZooKeeperUnavailable
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"

@@ -28,6 +28,7 @@ from .security.tls import CLIENT_AUTH, TLSError, listener_context, server_contex
 from .security.users import UserStore
 from .server import Limits, Security, Server
 from .store import acls, layout
+from .store.admin import read_digest
 from .store.bridge import ZooKeeperBridge
 from .topics.brokers import BrokerTopics
 from .topics.zookeeper import ZooKeeperTopics
@@ -77,17 +78,11 @@ async def run(config: dict[str, Any]) -> None:
 
 
 def _zookeeper_digest(path: str) -> tuple[str, str] | None:
-    """(user, password) from the first line of `path` ("user:password"), if set."""
-    if not path:
-        return None
+    """(user, password) from zookeeper_digest_file, if set."""
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise StartupError(f"zookeeper_digest_file: {path}: {exc.strerror or exc}") from None
-    user, sep, password = (text.splitlines() or [""])[0].strip().partition(":")
-    if not (user and sep and password):
-        raise StartupError(f"zookeeper_digest_file: {path} must hold user:password on its first line")
-    return user, password
+        return read_digest(path) if path else None
+    except ValueError as exc:
+        raise StartupError(f"zookeeper_digest_file: {exc}") from None
 
 
 def _listeners(config: dict[str, Any]) -> tuple[list[tuple[Listener, Listener]], dict[str, ssl.SSLContext]]:

@@ -46,7 +46,7 @@ async def watching(connect: str, **options):
 async def admin_call(connect: str, action, digest=None):
     """`action(admin)` on an AclAdmin of its own, in a thread (it is synchronous)."""
     def call():
-        with AclAdmin(connect, digest) as admin:
+        with AclAdmin(connect, digest=digest) as admin:
             return action(admin)
     return await trio.to_thread.run_sync(call)
 

@@ -14,8 +14,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from coordinator.security.scram import ScramServer, make_credential, verify_plain
-from coordinator.security.users import (MAX_NODE_BYTES, UserAdmin, UsersError, UserStore, desanitize,
+from coordinator.security.users import (MAX_NODE_BYTES, UserAdmin, UserStore, desanitize,
                                         parse_user_config, sanitize)
+from coordinator.store.admin import AdminError
 from coordinator.store.bridge import ZooKeeperBridge
 from tests.in_process import expire, make_chroot, until
 
@@ -91,7 +92,7 @@ async def test_users_added_changed_and_deleted_reach_a_running_store(hosts):
         async with raw_client(hosts) as client:
             assert await trio.to_thread.run_sync(client.get_children, "/config/users") == []  # nothing left in it
 
-        with pytest.raises(UsersError, match="user 'alice' does not exist"):
+        with pytest.raises(AdminError, match="user 'alice' does not exist"):
             await admin(hosts, lambda users: users.delete("alice"))
 
 
@@ -142,10 +143,10 @@ async def test_other_configuration_is_kept_and_brokers_are_notified(hosts):
                             for path in ("users/bob", "users/bob", "users/carol", "users/carol")]
 
         await trio.to_thread.run_sync(lambda: client.create("/config/users/junk", b"not json"))
-        with pytest.raises(UsersError, match="does not hold Kafka's user configuration"):
+        with pytest.raises(AdminError, match="does not hold Kafka's user configuration"):
             await admin(hosts, lambda users: users.add("junk", SHA256, "pw", 4096))
         assert (await trio.to_thread.run_sync(client.get, "/config/users/junk"))[0] == b"not json"  # left alone
-    with pytest.raises(UsersError, match="user 'bob' has no SCRAM-SHA-512 credential"):
+    with pytest.raises(AdminError, match="user 'bob' has no SCRAM-SHA-512 credential"):
         await admin(hosts, lambda users: users.delete("bob", SHA512))
 
 
@@ -197,9 +198,9 @@ async def test_a_digest_keeps_credentials_from_everyone_else(hosts):
     async with raw_client(hosts, DIGEST) as owner:
         acls, _ = await trio.to_thread.run_sync(owner.get_acls, "/config/users/dave")
         assert [(a.id.scheme, a.id.id.split(":")[0]) for a in acls] == [("digest", "groupkeeper")]
-    with pytest.raises(UsersError, match="refused access to /config/users/dave"):
+    with pytest.raises(AdminError, match="refused access to /config/users/dave"):
         await admin(hosts, lambda users: users.add("dave", SHA256, "pw", 4096))
-    with pytest.raises(UsersError, match="refused access"):
+    with pytest.raises(AdminError, match="refused access"):
         await admin(hosts, lambda users: users.add("dave", SHA256, "pw", 4096), digest=("groupkeeper", "guess"))
     async with running_store(hosts, digest=DIGEST) as store:
         assert _accepts(store, "dave", SHA512, "pw")

@@ -15,13 +15,11 @@ import time
 from collections.abc import Callable
 
 import trio
-from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
 
 from .. import logs
 from ..store.bridge import Refresher, ZooKeeperBridge, protected_acl
-from ..topics.zookeeper_admin import AdminError
+from ..store.admin import AdminError, ZooKeeperAdmin
 from .authorizer import (Acl, Authorizer, PatternType, Resource, ResourceType, change_notification, decode_acls,
                          encode_acls, resource_path, type_path)
 
@@ -32,32 +30,15 @@ _TYPE_PATHS = [(pattern, resource_type, type_path(pattern, resource_type))
                for pattern, resource_type in itertools.product(PatternType, ResourceType)]
 
 
-class AclAdmin:
+class AclAdmin(ZooKeeperAdmin):
     """Adds, removes and lists ACLs. A change is a compare-and-set on the resource's znode,
     retried until no other writer came between (Kafka's brokers and tools do the same), so
     concurrent changes all land; then Kafka's change notification is written. `digest`:
     (user, password) to authenticate with; the znodes this creates are then writable by that
     user only, readable by all."""
 
-    def __init__(self, hosts: str, digest: tuple[str, str] | None = None, timeout: float = 5.0):
-        self.client = KazooClient(hosts=hosts, timeout=10.0,
-                                  auth_data=None if digest is None else [("digest", f"{digest[0]}:{digest[1]}")],
-                                  default_acl=None if digest is None else protected_acl(*digest))
-        try:
-            self.client.start(timeout=timeout)
-        except KazooTimeoutError:
-            self.client.close()
-            raise AdminError(f"cannot reach ZooKeeper at {hosts} within {timeout:.0f}s") from None
-
-    def close(self) -> None:
-        self.client.stop()
-        self.client.close()
-
-    def __enter__(self) -> AclAdmin:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __init__(self, hosts: str, timeout: float = 5.0, digest: tuple[str, str] | None = None):
+        super().__init__(hosts, timeout, digest, None if digest is None else protected_acl(*digest))
 
     def add(self, resource: Resource, acls: set[Acl]) -> set[Acl]:
         """Add `acls` to the resource's; its ACLs now."""

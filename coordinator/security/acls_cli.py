@@ -7,16 +7,12 @@ both watch them. A failed request is one line and a non-zero exit, never a trace
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
 import click
-from kazoo.exceptions import KazooException, NoAuthError
 
-from ..topics.zookeeper_admin import AdminError
+from ..store.admin import AdminError
 from .acl_store import AclAdmin, check_name
 from .authorizer import CLUSTER_NAME, Acl, Operation, PatternType, Permission, Resource, ResourceType
+from .zookeeper_options import connected, zookeeper_options
 
 O = Operation
 _OPERATIONS = {op.value.lower(): op for op in Operation}
@@ -64,11 +60,7 @@ def _resource_options(patterns: tuple[str, ...]):
                      help="prefixed: every resource whose name starts with the one given"
                           + ("; any: literal and prefixed of that name; match: every ACL that applies to it"
                              if "match" in patterns else "") + "."),
-        click.option("--zookeeper", "hosts", default="127.0.0.1:2181", show_default=True,
-                     envvar="GROUPKEEPER_ZOOKEEPER", help="ZooKeeper connect string: HOST:PORT[,HOST:PORT...][/chroot]."),
-        click.option("--zookeeper-digest-file", "digest_file", type=click.Path(dir_okay=False),
-                     help="A file whose first line is user:password: authenticate to ZooKeeper as that digest "
-                          "user (what this creates is then writable by it only)."))
+        zookeeper_options)
 
 
 _acl_options = _options(
@@ -95,13 +87,13 @@ def acls() -> None:
 @_resource_options(("literal", "prefixed"))
 def acls_add(allow: list[str], deny: list[str], allow_hosts: tuple[str, ...], deny_hosts: tuple[str, ...],
              operations: list[Operation], topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool,
-             pattern: str, hosts: str, digest_file: str | None) -> None:
+             pattern: str, hosts: str, digest_file: str | None, timeout: float) -> None:
     """Add ACLs to the resources given."""
     resources = _resources(topics, groups, cluster, pattern)
     entries = _acls(allow, deny, allow_hosts, deny_hosts, operations, resources)
     if not entries:
         raise click.UsageError("You must specify one of: --allow-principal, --deny-principal when trying to add ACLs.")
-    with _admin(hosts, digest_file) as admin:
+    with connected(AclAdmin, hosts, digest_file, timeout) as admin:
         now = {}
         for resource in resources:
             click.echo(_block(f"Adding ACLs for resource `{resource}`", entries))
@@ -116,11 +108,11 @@ def acls_add(allow: list[str], deny: list[str], allow_hosts: tuple[str, ...], de
 @click.option("--force", is_flag=True, help="Do not ask for confirmation.")
 def acls_remove(allow: list[str], deny: list[str], allow_hosts: tuple[str, ...], deny_hosts: tuple[str, ...],
                 operations: list[Operation], topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool,
-                pattern: str, hosts: str, digest_file: str | None, force: bool) -> None:
+                pattern: str, hosts: str, digest_file: str | None, timeout: float, force: bool) -> None:
     """Remove the ACLs given from the resources given; without a principal, all their ACLs."""
     resources = _resources(topics, groups, cluster, pattern)
     entries = _acls(allow, deny, allow_hosts, deny_hosts, operations, resources)
-    with _admin(hosts, digest_file) as admin:
+    with connected(AclAdmin, hosts, digest_file, timeout) as admin:
         now = {}
         for resource in resources:
             if not force:
@@ -136,7 +128,7 @@ def acls_remove(allow: list[str], deny: list[str], allow_hosts: tuple[str, ...],
 @_resource_options(("literal", "prefixed", "any", "match"))
 @click.option("--json", "as_json", is_flag=True, help="As JSON.")
 def acls_list(topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool, pattern: str, hosts: str,
-              digest_file: str | None, as_json: bool) -> None:
+              digest_file: str | None, timeout: float, as_json: bool) -> None:
     """List the ACLs of the resources given (of every resource without one)."""
     wanted = _named(topics, groups, cluster)
     pattern = pattern.lower()
@@ -148,7 +140,7 @@ def acls_list(topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool, p
             return any(resource.applies_to(t, name) for t, name in wanted)
         return any(resource.type is t and resource.name == name
                    and pattern in ("any", resource.pattern.value) for t, name in wanted)
-    with _admin(hosts, digest_file) as admin:
+    with connected(AclAdmin, hosts, digest_file, timeout) as admin:
         found = admin.list(selected if wanted else None)
     listed = sorted(found.items(), key=lambda item: (item[0].type.name, item[0].pattern.name, item[0].name))
     if as_json:
@@ -205,30 +197,3 @@ def _block(title: str, entries) -> str:
     return "\n".join([f"{title}:"] + [f"\t{acl}" for acl in sorted(entries, key=str)]) + "\n"
 
 
-def _digest(path: str | None) -> tuple[str, str] | None:
-    if path is None:
-        return None
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise click.ClickException(f"--zookeeper-digest-file: {path}: {exc.strerror or exc}") from None
-    user, sep, password = (text.splitlines() or [""])[0].strip().partition(":")
-    if not (user and sep and password):
-        raise click.ClickException(f"--zookeeper-digest-file: {path} must hold user:password on its first line")
-    return user, password
-
-
-@contextmanager
-def _admin(hosts: str, digest_file: str | None) -> Iterator[AclAdmin]:
-    """An AclAdmin; its refusals and ZooKeeper's failures become one line and exit 1."""
-    digest = _digest(digest_file)
-    try:
-        with AclAdmin(hosts, digest) as admin:
-            yield admin
-    except AdminError as exc:
-        raise click.ClickException(str(exc)) from None
-    except NoAuthError:
-        raise click.ClickException("ZooKeeper refused the change (NoAuthError): the ACL znodes are protected; "
-                                   "give the digest user that protects them with --zookeeper-digest-file") from None
-    except KazooException as exc:
-        raise click.ClickException(f"ZooKeeper error: {type(exc).__name__}") from None

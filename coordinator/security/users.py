@@ -22,12 +22,11 @@ from collections.abc import Callable
 from urllib.parse import quote, unquote_plus
 
 import trio
-from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
 from .. import logs
+from ..store.admin import AdminError, ZooKeeperAdmin
 from ..store.bridge import Refresher, ZooKeeperBridge, protected_acl
 from .scram import MECHANISMS, ScramCredential, make_credential
 
@@ -81,11 +80,7 @@ def _encode(config: dict) -> bytes:
     return json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
 
 
-class UsersError(Exception):
-    """A refused request, phrased for the operator."""
-
-
-class UserAdmin:
+class UserAdmin(ZooKeeperAdmin):
     """Adds and deletes users' credentials, for short-lived CLI processes (synchronous kazoo,
     never on the coordinator's trio thread).
 
@@ -101,30 +96,14 @@ class UserAdmin:
         self.protected = digest is not None
         self.acl = OPEN_ACL_UNSAFE if digest is None else [make_digest_acl(*digest, all=True)]
         self.users_acl = OPEN_ACL_UNSAFE if digest is None else protected_acl(*digest)
-        self.client = KazooClient(hosts=hosts, timeout=10.0,
-                                  auth_data=None if digest is None else [("digest", f"{digest[0]}:{digest[1]}")])
-        try:
-            self.client.start(timeout=timeout)
-        except KazooTimeoutError:
-            self.client.close()
-            raise UsersError(f"cannot reach ZooKeeper at {hosts} within {timeout:g}s") from None
-
-    def close(self) -> None:
-        self.client.stop()
-        self.client.close()
-
-    def __enter__(self) -> UserAdmin:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        super().__init__(hosts, timeout, digest)
 
     def add(self, user: str, mechanism: str, password: str, iterations: int) -> None:
         """Create or replace `user`'s credential for `mechanism`."""
         try:
             credential = make_credential(mechanism, password, iterations)
         except ValueError as exc:
-            raise UsersError(str(exc)) from None
+            raise AdminError(str(exc)) from None
         self._change(user, lambda config: {**config, mechanism: credential.to_kafka()})
 
     def delete(self, user: str, mechanism: str | None = None) -> None:
@@ -133,7 +112,7 @@ class UserAdmin:
         def remove(config: dict) -> dict:
             doomed = [m for m in MECHANISMS if m in config and mechanism in (None, m)]
             if not doomed:
-                raise UsersError(f"user {user!r} has no {mechanism or 'SCRAM'} credential")
+                raise AdminError(f"user {user!r} has no {mechanism or 'SCRAM'} credential")
             return {key: value for key, value in config.items() if key not in doomed}
         self._change(user, remove, create=False)
 
@@ -154,11 +133,11 @@ class UserAdmin:
         """Read the user's configuration, change it and write it back, again if someone else
         wrote in between; then tell the brokers."""
         if not user:
-            raise UsersError("the user name is empty")
+            raise AdminError("the user name is empty")
         try:
             name = sanitize(user)
         except ValueError:
-            raise UsersError(f"invalid user name {user!r}") from None
+            raise AdminError(f"invalid user name {user!r}") from None
         path = f"{USERS}/{name}"
         while True:
             try:
@@ -166,7 +145,7 @@ class UserAdmin:
             except NoNodeError:
                 data, stat = None, None
             if stat is None and not create:
-                raise UsersError(f"user {user!r} does not exist")
+                raise AdminError(f"user {user!r} does not exist")
             updated = change(_existing_config(path, data))
             try:
                 self._call(path, lambda: self._write(path, updated, stat))
@@ -206,12 +185,12 @@ class UserAdmin:
                 raise
             return default
         except NoAuthError:
-            raise UsersError(f"ZooKeeper refused access to {path}: it is protected; give "
+            raise AdminError(f"ZooKeeper refused access to {path}: it is protected; give "
                              "--zookeeper-digest-file with its digest user") from None
 
 
 def _existing_config(path: str, data: bytes | None) -> dict:
-    """The configuration in a user's node, to be changed; UsersError for data that is not
+    """The configuration in a user's node, to be changed; AdminError for data that is not
     one, which is left alone rather than overwritten."""
     if not data:
         return {}
@@ -221,7 +200,7 @@ def _existing_config(path: str, data: bytes | None) -> dict:
         value = None
     config = value.get("config", {}) if isinstance(value, dict) else None
     if not isinstance(config, dict):
-        raise UsersError(f"{path} does not hold Kafka's user configuration; left as it is")
+        raise AdminError(f"{path} does not hold Kafka's user configuration; left as it is")
     return config
 
 

@@ -9,37 +9,15 @@ from __future__ import annotations
 
 import uuid
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
 
 from ..store import layout
+from ..store.admin import AdminError, ZooKeeperAdmin
 from .view import Broker
 from .zookeeper import parse_broker, parse_topic, topic_data
 
 
-class AdminError(Exception):
-    """A refused request, phrased for the operator."""
-
-
-class RegistryAdmin:
-    def __init__(self, hosts: str, timeout: float = 5.0):
-        self.client = KazooClient(hosts=hosts, timeout=10.0)
-        try:
-            self.client.start(timeout=timeout)
-        except KazooTimeoutError:
-            self.client.close()
-            raise AdminError(f"cannot reach ZooKeeper at {hosts} within {timeout:.0f}s") from None
-
-    def close(self) -> None:
-        self.client.stop()
-        self.client.close()
-
-    def __enter__(self) -> RegistryAdmin:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+class RegistryAdmin(ZooKeeperAdmin):
 
     def brokers(self) -> list[Broker]:
         try:
