@@ -155,19 +155,20 @@ class RawConnection:
 
 
 class SecureConnection(RawConnection):
-    """A RawConnection over TLS (`cafile` checks the server; `cert`/`key`: a client
-    certificate) that authenticates with SASL first when given a user: SaslHandshake v1, then
-    kafka-python's own SCRAM client (or a PLAIN token) in SaslAuthenticate requests.
+    """A RawConnection over TLS (`cafile` checks the server; None: no TLS; `cert`/`key`: a
+    client certificate) that authenticates with SASL first when given a user: SaslHandshake
+    v1, then kafka-python's own SCRAM client (or a PLAIN token) in SaslAuthenticate requests.
     `authenticated` is the last SaslAuthenticate answer's error."""
 
-    def __init__(self, port: int, cafile: str, user: str | None = None, password: str | None = None,
+    def __init__(self, port: int, cafile: str | None, user: str | None = None, password: str | None = None,
                  mechanism: str = "SCRAM-SHA-512", cert: str | None = None, key: str | None = None,
                  timeout: float = 30.0):
         super().__init__(port, timeout)
-        context = ssl.create_default_context(cafile=cafile)
-        if cert is not None:
-            context.load_cert_chain(cert, key)
-        self.sock = context.wrap_socket(self.sock, server_hostname="127.0.0.1")
+        if cafile is not None:
+            context = ssl.create_default_context(cafile=cafile)
+            if cert is not None:
+                context.load_cert_chain(cert, key)
+            self.sock = context.wrap_socket(self.sock, server_hostname="127.0.0.1")
         self.authenticated = None
         if user is not None:
             self.authenticated = self.authenticate(user, password, mechanism)

@@ -37,9 +37,9 @@ ORDERS = {("orders", 0), ("orders", 1)}
 
 
 class Secured:
-    def __init__(self, process: CoordinatorProcess, authority: Authority, sasl_port: int, ssl_port: int, tmp):
+    def __init__(self, process: CoordinatorProcess, authority: Authority, ports: tuple[int, int, int], tmp):
         self.process, self.authority, self.tmp = process, authority, tmp
-        self.sasl_port, self.ssl_port = sasl_port, ssl_port
+        self.sasl_port, self.ssl_port, self.sasl_plaintext_port = ports
         self.carol = authority.issue("CN=carol,O=Example", "carol")
 
     def user(self, name: str, password: str, mechanism: str = "SCRAM-SHA-512") -> None:
@@ -65,13 +65,14 @@ def secured(zookeeper, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("secured")
     authority = Authority(tmp)
     cert, key = authority.issue("CN=groupkeeper", "server", server=True)
-    sasl_port, ssl_port = free_port(), free_port()
+    ports = free_port(), free_port(), free_port()
     process = CoordinatorProcess(
-        zookeeper, tmp, listeners=(f"SASL_SSL://127.0.0.1:{sasl_port}", f"SSL://127.0.0.1:{ssl_port}"),
+        zookeeper, tmp, listeners=(f"SASL_SSL://127.0.0.1:{ports[0]}", f"SSL://127.0.0.1:{ports[1]}",
+                                   f"SASL_PLAINTEXT://127.0.0.1:{ports[2]}"),
         ssl_certfile=cert, ssl_keyfile=key, ssl_cafile=authority.cafile, ssl_client_auth="required",
         acls=True, super_users=["User:ANONYMOUS"], sasl_enabled_mechanisms=["SCRAM-SHA-512", "PLAIN"],
         connection_failed_authentication_delay_ms=20)
-    setup = Secured(process, authority, sasl_port, ssl_port, tmp)
+    setup = Secured(process, authority, ports, tmp)
     for name, password in PASSWORDS.items():
         setup.user(name, password)
     setup.acl("add", "--allow-principal", "User:alice", "--operation", "Read", "--group", "team-a")
@@ -152,9 +153,10 @@ def test_a_principal_reads_its_groups_only(secured):
                                                     {"name": "orders", "partitions": [
                                                         {"partition_index": 0, "committed_offset": 42}]}]})
         assert committed.topics[0].partitions[0].error_code == E.NONE
-        # FindCoordinator names the listener the client came in on
+        # FindCoordinator and Metadata name the listener the client came in on
         found = alice.call(FIND_COORDINATOR, 1, {"key": "team-a"})
         assert (found.error_code, found.port) == (E.NONE, secured.sasl_port)
+        assert [b.port for b in alice.call(METADATA, 1, {"topics": []}).brokers] == [secured.sasl_port]
         # alice may not find, join, describe, read the offsets of or delete bob's group
         assert alice.call(FIND_COORDINATOR, 1, {"key": "team-b-1"}).error_code == E.GROUP_AUTHORIZATION_FAILED
         joined = alice.call(JOIN_GROUP, 5, {"group_id": "team-b-1", "session_timeout_ms": 10_000,
@@ -300,6 +302,24 @@ def _failed_authentications(secured) -> float:
     _, body = secured.process.scrape()
     return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
                if line.startswith("groupkeeper_authentications_total{") and 'outcome="failed"' in line)
+
+
+def test_sasl_without_tls_offers_scram_but_not_plain(secured):
+    """PLAIN would send the password in clear: not offered on SASL_PLAINTEXT (unless
+    sasl_plain_without_tls); SCRAM never sends it, and works there."""
+    plain = SecureConnection(secured.sasl_plaintext_port, None)
+    try:
+        answer = plain.call(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        assert answer.error_code == E.UNSUPPORTED_SASL_MECHANISM and answer.mechanisms == ["SCRAM-SHA-512"]
+    finally:
+        plain.close()
+    scram = SecureConnection(secured.sasl_plaintext_port, None, "alice", PASSWORDS["alice"])
+    try:
+        assert scram.authenticated == E.NONE
+        found = scram.call(FIND_COORDINATOR, 1, {"key": "team-a"})
+        assert (found.error_code, found.port) == (E.NONE, secured.sasl_plaintext_port)
+    finally:
+        scram.close()
 
 
 def _bare(sock, token: bytes) -> bytes:
