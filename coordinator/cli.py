@@ -453,6 +453,24 @@ def bench_failover(as_json: bool, group_counts: str, session_timeout: float) -> 
     _run_bench(lambda: failover.run(counts, session_timeout), failover.table, as_json, RuntimeError)
 
 
+@bench.command("security")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.5, 60),
+              help="Length of each measured phase (twelve of them).")
+@click.option("--profile", "profile_dir", type=click.Path(file_okay=False), default=None,
+              help="Sample the coordinator with py-spy during each phase: PHASE.raw in this directory, its "
+                   "summary in the results (a sampled run's figures are skewed).")
+def bench_security(as_json: bool, seconds: float, profile_dir: str | None) -> None:
+    """What TLS, SASL (SCRAM-SHA-512) and ACLs cost, beside PLAINTEXT in the same run: connections
+    set up per second and heartbeats per second, with the coordinator's CPU per operation."""
+    try:
+        from .bench import security
+    except ImportError as exc:
+        raise click.ClickException(f"bench security needs cryptography (the 'test' extra): {exc}") from None
+    _run_bench(lambda: security.run(seconds, Path(profile_dir) if profile_dir else None), security.table, as_json,
+               security.SecurityBenchError)
+
+
 @bench.command("zk-commits")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--zookeeper", help="Use this ZooKeeper; absent: a fresh local one in a temporary directory.")

@@ -115,12 +115,11 @@ class Connection:
         """Handle `frames` in order, up to the first that must wait for the connection to go on."""
         server = self.server
         dispatch, limits, stable_heartbeat = server.handler_of, server.limits, server.handlers.stable_heartbeat
-        fast = server.handlers.acls is None  # the heartbeat fast path checks no ACL
         for i, frame in enumerate(frames):
-            if fast and frame[:2] == _HEARTBEAT and self.bytes <= limits.max_queued_reply_bytes:
+            if frame[:2] == _HEARTBEAT and self.bytes <= limits.max_queued_reply_bytes:
                 handling = time.perf_counter()
                 try:
-                    answer = stable_heartbeat(frame, now)
+                    answer = stable_heartbeat(frame, now, self.client)
                 except Exception as exc:  # a bug: close this connection, keep serving the others
                     return self.fail(HEARTBEAT.key, exc)
                 if answer is not None:

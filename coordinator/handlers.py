@@ -284,14 +284,18 @@ class Handlers:
         return m.SyncGroupResponse(error_code=reply.error, protocol_type=reply.protocol_type,
                                    protocol_name=reply.protocol_name, assignment=reply.assignment)
 
-    def stable_heartbeat(self, frame: bytes, now: float) -> bytes | None:
+    def stable_heartbeat(self, frame: bytes, now: float, client: Client) -> bytes | None:
         """The answer (a whole frame) to the heartbeat in `frame` if it is the usual one, a
-        Stable dynamic member's of a group served here, read and answered without message
-        objects; None for any other case, which `heartbeat` then answers."""
+        Stable dynamic member's of a group served here that the ACLs let the client read,
+        read and answered without message objects; None for any other case, which
+        `heartbeat` then answers."""
         read = read_heartbeat(frame)
         if read is None:
             return None
         version, correlation_id, group_id, generation, member_id = read
+        if self.acls is not None and not self.acls.authorizer.allows(client.principal, client.host, Operation.READ,
+                                                                      ResourceType.GROUP, group_id):
+            return None
         route = self.coordinator.route(group_id, empty_ok=False, now=now)
         if type(route) is not Owned or not route.groups.keep_alive(group_id, member_id, generation, now):
             return None

@@ -28,7 +28,7 @@ from protocol import ErrorCode as E
 from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, JOIN_GROUP, LIST_GROUPS,
                               METADATA, OFFSET_COMMIT, OFFSET_FETCH, SASL_HANDSHAKE)
 from tests.certs import Authority
-from tests.clients import CK, RawConnection, SecureConnection, kp_assigned, kp_commit, kp_consumer, poll_until
+from tests.clients import CK, RawConnection, RawMember, SecureConnection, kp_assigned, kp_commit, kp_consumer, poll_until
 from tests.coordinator_process import CoordinatorProcess
 
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -221,6 +221,23 @@ def test_acl_and_credential_changes_take_effect_without_a_restart(secured):
     assert authenticates("second") == E.NONE
     secured.process.cli("users", "delete", "dave")
     _until(lambda: authenticates("second") == E.SASL_AUTHENTICATION_FAILED, "the deleted user still authenticates")
+
+
+def test_a_stable_members_heartbeats_follow_its_acls(secured):
+    """Heartbeats take the fast path only while the ACLs let the member read its group: a
+    denial added meanwhile refuses the next one, and taking it away lets them through."""
+    member = RawMember(secured.sasl_plaintext_port, "team-b-hb", "orders")  # bob's by the prefixed ACL
+    try:
+        assert SecureConnection.authenticate(member, "bob", PASSWORDS["bob"], "SCRAM-SHA-512") == E.NONE
+        assert member.join_and_sync() == {"orders": [0, 1]}
+        assert member.heartbeat() == E.NONE
+        deny = ("--deny-principal", "User:bob", "--operation", "Read", "--group", "team-b-hb")
+        secured.acl("add", *deny)
+        _until(lambda: member.heartbeat() == E.GROUP_AUTHORIZATION_FAILED, "the denial was not applied")
+        secured.acl("remove", "--force", *deny)
+        _until(lambda: member.heartbeat() == E.NONE, "the denial still applies")
+    finally:
+        member.close()
 
 
 def test_plaintext_to_a_tls_listener_and_skipping_sasl_are_refused_without_harm(secured):

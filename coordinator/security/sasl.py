@@ -10,8 +10,10 @@ password itself, so it is offered over TLS only unless the operator allows it.
 A failed authentication is answered SASL_AUTHENTICATION_FAILED with the same generic
 message whatever went wrong (the log says what), and the connection closes after a delay
 (Kafka's connection.failed.authentication.delay.ms), unread meanwhile.
-Every failure from a host doubles the time its later attempts must keep apart (`Pacing`), so
-a host guessing passwords, however many connections it opens, gets few guesses a minute.
+Every failure for a user from a host doubles the time that host's later checks of that
+user's password must keep apart (`Pacing`), so a host guessing a password, however many
+connections it opens, gets few guesses a minute, while other users' logins from the same
+host (or NAT) are not held up.
 """
 
 from __future__ import annotations
@@ -41,35 +43,37 @@ _PLAIN_CHECKS = trio.CapacityLimiter(2)
 
 
 class Pacing:
-    """How long each host's authentication attempts must keep apart: nothing for a host with
-    no recent failure; `base` after its first, doubling with each further one up to
-    `longest`; forgotten `forget` seconds after its last failure. One table for all
-    listeners, bounded (the hosts failed least recently go first)."""
+    """How far apart the password checks for one user from one host must keep: nothing
+    without a recent failure; `base` after the first, doubling with each further one up to
+    `longest`; forgotten `forget` seconds after the last failure. Keyed by (host, user), so
+    a client retrying with a wrong password slows only its own user's logins from its host.
+    One table for all listeners, bounded (the keys failed least recently go first)."""
 
-    def __init__(self, base: float, longest: float = 10.0, forget: float = 300.0, hosts: int = 10_000):
-        self.base, self.longest, self.forget, self.hosts = base, longest, forget, hosts
-        self._table: OrderedDict[str, list[float]] = OrderedDict()  # host -> [gap, next attempt at, last failure]
+    def __init__(self, base: float, longest: float = 10.0, forget: float = 300.0, keys: int = 10_000):
+        self.base, self.longest, self.forget, self.keys = base, longest, forget, keys
+        # (host, user) -> [gap, next check at, last failure]
+        self._table: OrderedDict[tuple[str, str | None], list[float]] = OrderedDict()
 
-    def slot(self, host: str, now: float) -> float:
-        """When an attempt from `host` arriving `now` may be checked (now, if it has no recent
-        failure); the host's next attempt goes a gap later."""
-        entry = self._table.get(host)
+    def slot(self, key: tuple[str, str | None], now: float) -> float:
+        """When a check for `key` asked for `now` may run (now, without a recent failure);
+        the next check for it goes a gap later."""
+        entry = self._table.get(key)
         if entry is None or now - entry[2] > self.forget:
             return now
         at = max(now, entry[1])
         entry[1] = at + entry[0]
         return at
 
-    def failed(self, host: str, now: float) -> float:
-        """Count a failure from `host`; the delay before its failure answer goes out."""
-        entry = self._table.pop(host, None)
+    def failed(self, key: tuple[str, str | None], now: float) -> float:
+        """Count a failure for `key`; the delay before its connection closes."""
+        entry = self._table.pop(key, None)
         if entry is None or now - entry[2] > self.forget:
             entry = [self.base, now, now]
         else:
             entry[0] = min(entry[0] * 2, self.longest)
         entry[1], entry[2] = max(entry[1], now + entry[0]), now
-        self._table[host] = entry
-        while len(self._table) > self.hosts:
+        self._table[key] = entry
+        while len(self._table) > self.keys:
             self._table.popitem(last=False)
         return entry[0]
 
@@ -102,6 +106,12 @@ class _Plain:
 
     slow = True  # `step` belongs in a thread
     _unknown: ScramCredential | None = None
+
+    @staticmethod
+    def checks(token: bytes) -> tuple[bool, str | None]:
+        """Whether the step on `token` checks a password (PLAIN's one step does), and for whom."""
+        parts = token.split(b"\0")
+        return True, parts[1].decode(errors="replace") if len(parts) == 3 else None
 
     def __init__(self, credential: Callable[[str, str], ScramCredential | None]):
         self.credential = credential
@@ -142,6 +152,10 @@ class _Scram:
     @property
     def user(self) -> str | None:
         return self.server.user
+
+    def checks(self, token: bytes) -> tuple[bool, str | None]:
+        """Whether the step on `token` checks the password (the final message does), and for whom."""
+        return self.steps == 1, self.server.user
 
     def step(self, token: bytes) -> bytes:
         self.steps += 1
@@ -207,7 +221,8 @@ class SaslGate:
                                                                         "SaslAuthenticate before SaslHandshake"),
                                 "SaslAuthenticate before SaslHandshake")
         now = trio.current_time()
-        at = self.auth.pacing.slot(connection.client.host, now)
+        checks, user = self.exchange.checks(token)
+        at = self.auth.pacing.slot((connection.client.host, user), now) if checks else now
         if at <= now and not self.exchange.slow:
             started = time.perf_counter()
             try:
@@ -264,7 +279,7 @@ class SaslGate:
             connection.handle(rest, trio.current_time())
 
     def _failed(self, connection, header: RequestHeader | None, reason: str) -> None:
-        delay = self.auth.pacing.failed(connection.client.host, trio.current_time())
+        delay = self.auth.pacing.failed((connection.client.host, self.exchange.user), trio.current_time())
         metrics.AUTHENTICATIONS.labels(self.mechanism, "failed").inc()
         connection.log.warning("authentication failed", mechanism=self.mechanism, user=self.exchange.user,
                                reason=reason, delay_s=round(delay, 3))
