@@ -17,8 +17,8 @@ Each phase runs for `seconds`, from one single-threaded client (this process):
    SyncGroup v3), batches of 100 Heartbeat v4 frames in one write, their 100 answers read
    and compared with the NONE answers, for each protocol; then again one heartbeat per
    write (a round trip each, as members send them);
-3. **acls**: the same pipelined heartbeats on the ACL instance (the general request path
-   and the authorizer's check). To part the path from the check, heartbeats whose request
+3. **acls**: the same pipelined heartbeats on the ACL instance (the fast path and the
+   authorizer's cached decision). To part the path from the check, heartbeats whose request
    header carries one empty tagged field, which the fast path declines, on main's PLAINTEXT
    listener (the general path without ACLs) and on the ACL instance (with them); the header
    costs both the same ~0.5 us more to decode. The reference is phase 2's PLAINTEXT row
@@ -538,7 +538,7 @@ def table(result: dict) -> str:
         ("fast path, acls = false (reference)", h["PLAINTEXT"]),
         ("general path (tagged header), acls = false", a["general_path"]),
         ("general path (tagged header), acls = true", a["general_path_acls_on"]),
-        ("acls = true (the general path + ACL check)", a["acls_on"])], "us")
+        ("acls = true (the fast path + ACL check)", a["acls_on"])], "us")
     rows.append(f"({result['seconds']:g} s a phase; {result['tls_version']} {result['tls_cipher']}; SCRAM-SHA-512 "
                 f"at {result['scram_iterations']} iterations, the client's PBKDF2 "
                 f"({result['client_pbkdf2_ms']:.2f} ms) done once; CPU per operation, the server's from /proc"
