@@ -72,6 +72,7 @@ class Handlers:
         self.coordinator = coordinator
         self.topics = topics
         self.acls = acls  # an AclStore: its current `authorizer` decides every request; None: all allowed
+        self._api_versions: dict[ErrorCode, tuple[dict, m.ApiVersionsResponse]] = {}  # error -> (brokers' ranges, answer)
         self._table = {
             API_VERSIONS.key: self.api_versions, METADATA.key: self.metadata,
             FIND_COORDINATOR.key: self.find_coordinator, JOIN_GROUP.key: self.join_group,
@@ -102,16 +103,23 @@ class Handlers:
 
     def api_versions_response(self, error: ErrorCode = E.NONE) -> m.ApiVersionsResponse:
         """What we serve, and the leader-only APIs in the versions the cluster's brokers and
-        we both speak."""
+        we both speak; made again only when the brokers' ranges are (every connection asks,
+        and building it was 12 % of a connection's cost: docs/benchmarks.md, Security)."""
+        brokers = self.topics.api_versions
+        cached = self._api_versions.get(error)
+        if cached is not None and cached[0] is brokers:
+            return cached[1]
         advertised = dict(SUPPORTED)
-        cluster = self.topics.api_versions or LEADER_ONLY
+        cluster = brokers or LEADER_ONLY
         for key in LEADER_ONLY:
             theirs, ours = cluster.get(key, (0, -1)), APIS[key].versions
             lo, hi = max(theirs[0], ours.low), min(theirs[1], ours.high)
             if lo <= hi:
                 advertised[key] = (lo, hi)
-        return m.ApiVersionsResponse(error_code=error, api_keys=[
+        response = m.ApiVersionsResponse(error_code=error, api_keys=[
             m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(advertised.items())])
+        self._api_versions[error] = (brokers, response)
+        return response
 
     def api_versions(self, header, request, client):
         return self.api_versions_response()
