@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .exceptions import DecodeError, EncodeError, ProtocolError
-from .messages import blank_maker
+from .messages import blank_maker, class_for
 from .schema import BYTES, STRING, UUID, Array, Field, Message, Primitive, Struct, default_of
 from .varint import ONE_BYTE_UVARINTS, read_uvarint, uvarint
 
@@ -73,7 +73,8 @@ def _check_version(message: Message, version: int) -> None:
 def min_size(t: Primitive | Array | Struct, version: int, flexible: bool) -> int:
     """The fewest bytes a value of `t` can take on the wire: bounds hostile array counts."""
     if isinstance(t, Struct):
-        size = sum(min_size(f.type, version, flexible) for f in t.present(version))
+        size = sum(1 if isinstance(f.type, Struct) and version in f.nullable else min_size(f.type, version, flexible)
+                   for f in t.present(version))
         return size + (1 if flexible else 0)
     if isinstance(t, Array) or t in (STRING, BYTES):
         return 1 if flexible else (2 if t is STRING else 4)
@@ -117,6 +118,8 @@ class _Generator:
         value = default_of(f)
         if isinstance(value, list):
             return "[]"
+        if isinstance(f.type, Struct) and not f.has_null_default:
+            return self.const(class_for(f.type), "_C") + "()"
         if value is None or isinstance(value, (bool, int, float)):
             return repr(value)
         return self.const(value, "_d")
@@ -175,6 +178,9 @@ class _Generator:
             elif f.type is UUID:
                 flush()
                 self.decode_uuid(f, var, ind)
+            elif isinstance(f.type, Struct):
+                flush()
+                self.decode_nested(f, var, ind)
             else:
                 n = self.tmp("n")
                 if self.flexible:
@@ -188,6 +194,23 @@ class _Generator:
         if self.flexible:
             self.decode_tags(struct, values, ind)
         return self.build(struct, values, ind)
+
+    def decode_nested(self, f: Field, var: str, ind: int) -> None:
+        """A struct-valued field: inline, or after a marker byte if nullable (-1 null, 1 present)."""
+        if self.version not in f.nullable:
+            self.emit(ind, f"{var} = {self.decode_struct(f.type, ind)}")
+            return
+        marker = self.tmp("m")
+        self.emit(ind, "if p >= end:")
+        self.fail(ind + 1, f"{f.name}: truncated")
+        self.emit(ind, f"{marker} = b[p]")
+        self.emit(ind, "p += 1")
+        self.emit(ind, f"if {marker} == 255:")
+        self.emit(ind + 1, f"{var} = None")
+        self.emit(ind, f"elif {marker} != 1:")
+        self.fail(ind + 1, f"{f.name}: neither null nor present")
+        self.emit(ind, "else:")
+        self.emit(ind + 1, f"{var} = {self.decode_struct(f.type, ind + 1)}")
 
     def build(self, struct: Struct, values: dict[str, str], ind: int) -> str:
         """Emit the object of `struct` from the expressions in `values`; return its variable.
@@ -411,6 +434,9 @@ class _Generator:
                 run.append((f.type.struct_code, expr))
             elif f.type is UUID:
                 run.append(("16s", f"{expr}.bytes"))
+            elif isinstance(f.type, Struct):
+                flush()
+                self.encode_nested(f, expr, ind)
             else:
                 v = self.tmp("x")
                 self.encode_prepare(f, expr, v, ind)
@@ -430,6 +456,20 @@ class _Generator:
             else:
                 run.append(("x", ""))  # an empty tagged-field section: one zero byte
         flush()
+
+    def encode_nested(self, f: Field, expr: str, ind: int) -> None:
+        v = self.tmp("x")
+        self.emit(ind, f"{v} = {expr}")
+        if self.version in f.nullable:
+            self.emit(ind, f"if {v} is None:")
+            self.emit(ind + 1, "_a(b'\\xff')")
+            self.emit(ind, "else:")
+            self.emit(ind + 1, "_a(b'\\x01')")
+            self.encode_struct(f.type, v, ind + 1)
+            return
+        self.emit(ind, f"if {v} is None:")
+        self.emit(ind + 1, f"raise _EncodeError('{self.label}: {f.name} is not nullable in this version')")
+        self.encode_struct(f.type, v, ind)
 
     def encode_prepare(self, f: Field, expr: str, v: str, ind: int) -> None:
         """Bind the value of a string, bytes or array field to `v` (strings as UTF-8)."""

@@ -47,12 +47,18 @@ def _build(struct: Struct) -> type:
         if isinstance(default, list):  # a fresh list per instance
             params.append(f"{f.name}=_MISSING")
             body.append(f"    self.{f.name} = [] if {f.name} is _MISSING else {f.name}")
+        elif isinstance(f.type, Struct) and not f.has_null_default:  # a fresh nested instance
+            namespace[f"_c{i}"] = class_for(f.type)
+            params.append(f"{f.name}=_MISSING")
+            body.append(f"    self.{f.name} = _c{i}() if {f.name} is _MISSING else {f.name}")
         else:
             namespace[f"_d{i}"] = default
             params.append(f"{f.name}=_d{i}")
             body.append(f"    self.{f.name} = {f.name}")
         if isinstance(f.type, Array) and isinstance(f.type.item, Struct):
             class_for(f.type.item)
+        elif isinstance(f.type, Struct):
+            class_for(f.type)
     source = "\n".join([f"def __call__(cls, {', '.join(params)}):", "    self = _blank()", *body,
                         "    return self"])
     exec(source, namespace)  # noqa: S102 - generated from our own declarations
@@ -84,6 +90,7 @@ def _register(message: Message) -> None:
         globals()[struct.name] = class_for(struct)
         stack.extend(f.type.item for f in struct.fields
                      if isinstance(f.type, Array) and isinstance(f.type.item, Struct))
+        stack.extend(f.type for f in struct.fields if isinstance(f.type, Struct))
 
 
 for _api in APIS.values():
@@ -103,5 +110,7 @@ def build(struct: Struct, values: dict[str, Any]):
         v = values[f.name]
         if isinstance(f.type, Array) and isinstance(f.type.item, Struct) and v is not None:
             v = [build(f.type.item, e) for e in v]
+        elif isinstance(f.type, Struct) and v is not None:
+            v = build(f.type, v)
         kwargs[f.name] = v
     return class_for(struct)(**kwargs)

@@ -52,7 +52,7 @@ class Array:
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str
-    type: Primitive | Array
+    type: Primitive | Array | Struct  # a struct: one nested value (nullable: a -1/1 marker byte first)
     versions: Versions = ALL
     nullable: Versions = NONE
     default: Any = None  # None: the type's own default (an empty list for arrays)
@@ -73,7 +73,7 @@ class _Null:
 NULL = _Null()
 
 
-def F(name: str, type_: Primitive | Array, versions: str = "0+", *, nullable: str = "none",
+def F(name: str, type_: Primitive | Array | Struct, versions: str = "0+", *, nullable: str = "none",
       default: Any = None, tag: int | None = None) -> Field:
     """Declare a field in Kafka's notation: F("group_instance_id", STRING, "5+", nullable="5+")."""
     return Field(name, type_, Versions.parse(versions), Versions.parse(nullable), default, tag)
@@ -140,11 +140,14 @@ def data(name: str, versions: str, *fields: Field) -> Message:
 
 
 def default_of(f: Field) -> Any:
-    """The value a field takes when it is absent from a version (a fresh list for arrays)."""
+    """The value a field takes when it is absent from a version (a fresh list for arrays;
+    for a struct, None: its fresh instance is the message classes' to make)."""
     if f.default is NULL:
         return None
     if f.default is not None:
         return f.default
     if isinstance(f.type, Array):
         return []
+    if isinstance(f.type, Struct):
+        return None
     return f.type.default

@@ -35,6 +35,8 @@ def values(struct: Struct, version: int, max_items: int = 3) -> st.SearchStrateg
             item = f.type.item
             elem = values(item, version, max_items) if isinstance(item, Struct) else primitive(item)
             s = st.lists(elem, max_size=max_items)
+        elif isinstance(f.type, Struct):
+            s = values(f.type, version, max_items)
         else:
             s = primitive(f.type)
         if version in f.nullable:
@@ -52,5 +54,7 @@ def as_dict(struct: Struct, obj, version: int) -> dict:
         v = getattr(obj, f.name)
         if isinstance(f.type, Array) and isinstance(f.type.item, Struct) and v is not None:
             v = [as_dict(f.type.item, e, version) for e in v]
+        elif isinstance(f.type, Struct) and v is not None:
+            v = as_dict(f.type, v, version)
         out[f.name] = v
     return out

@@ -52,6 +52,11 @@ def reference_class(message: Message) -> type:
     return _CLASSES[message.name]
 
 
+def has_reference(message: Message) -> bool:
+    """Whether kafka-python declares `message` (it lacks KIP-848's, for one)."""
+    return message.name in _CLASSES
+
+
 def _name(kp_fields: dict, name: str) -> str:
     return name if name in kp_fields else _RENAMED[name]
 
