@@ -39,7 +39,7 @@ E = ErrorCode
 SUPPORTED: dict[int, tuple[int, int]] = {
     API_VERSIONS.key: (0, 4), METADATA.key: (0, 12), FIND_COORDINATOR.key: (0, 4),
     JOIN_GROUP.key: (0, 9), SYNC_GROUP.key: (0, 5), HEARTBEAT.key: (0, 4), LEAVE_GROUP.key: (0, 5),
-    OFFSET_COMMIT.key: (2, 8), OFFSET_FETCH.key: (1, 8), LIST_GROUPS.key: (0, 4),
+    OFFSET_COMMIT.key: (2, 8), OFFSET_FETCH.key: (1, 8), LIST_GROUPS.key: (0, 5),
     DESCRIBE_GROUPS.key: (0, 5), DELETE_GROUPS.key: (0, 2), SASL_HANDSHAKE.key: (0, 1), SASL_AUTHENTICATE.key: (0, 2),
 }
 # The APIs clients send only to a partition's leader. Some clients apply the bootstrap
@@ -54,6 +54,7 @@ INSTANCE_NODE_BASE = 1_000_000_000  # coordinator node ids: never a broker's
 MAX_TOPIC_NAME = 249  # characters: Kafka's limit on topic names
 MAX_OFFSET_METADATA = 4096  # characters: Kafka's offset.metadata.max.bytes
 CLUSTER_ID = "groupkeeper"
+GROUP_TYPE = "classic"  # KIP-848's name for JoinGroup/SyncGroup groups
 # Kafka's internal topics: marked so that clients leave them out of pattern subscriptions
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
@@ -444,9 +445,13 @@ class Handlers:
     # -- administration -------------------------------------------------------------------
 
     def list_groups(self, header, request, client):
+        """Every group served here (v4+: of the states asked for; v5+: of the types asked
+        for, and with its type: all are classic until KIP-848's consumer groups are served)."""
+        if request.types_filter and GROUP_TYPE not in {t.lower() for t in request.types_filter}:
+            return m.ListGroupsResponse(error_code=E.NONE, groups=[])
         wanted = {s.lower() for s in request.states_filter}
         every = self.allowed(client, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
-        groups = [m.ListedGroup(group_id=gid, protocol_type=protocol_type, group_state=state)
+        groups = [m.ListedGroup(group_id=gid, protocol_type=protocol_type, group_state=state, group_type=GROUP_TYPE)
                   for gid, protocol_type, state, _ in sorted(self.coordinator.all_groups())
                   if (not wanted or state.lower() in wanted)
                   and (every or self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, gid))]

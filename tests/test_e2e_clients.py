@@ -10,7 +10,7 @@ import textwrap
 import time
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, ConsumerGroupType, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CKPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, TopicPartition
@@ -147,6 +147,11 @@ def test_both_admin_clients_list_and_describe_groups(groupkeeper):
         ck_admin = AdminClient({"bootstrap.servers": groupkeeper.bootstrap})
         listed = ck_admin.list_consumer_groups().result(timeout=30)
         assert "described" in {g.group_id for g in listed.valid}
+        # ListGroups v5: by type, and each with its own (KIP-848's name for these groups: classic)
+        classic = ck_admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(timeout=30)
+        assert {g.type for g in classic.valid if g.group_id == "described"} == {ConsumerGroupType.CLASSIC}
+        consumer = ck_admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=30)
+        assert consumer.valid == [] and consumer.errors == []
         description = ck_admin.describe_consumer_groups(["described"])["described"].result(timeout=30)
         assert description.group_id == "described" and len(description.members) == 1
         assert {(tp.topic, tp.partition) for tp in description.members[0].assignment.topic_partitions} == ALL

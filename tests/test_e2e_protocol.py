@@ -138,7 +138,7 @@ def test_offset_fetch_v8_answers_several_groups_at_once(raw):
     assert [(g.group_id, g.group_state) for g in described.groups] == [("ledger-a", "Empty"), ("ledger-none", "Dead")]
 
 
-def test_list_groups_v4_filters_by_state_and_leave_group_v3_removes_a_batch(groupkeeper, raw):
+def test_list_groups_filters_by_state_and_type_and_leave_group_v3_removes_a_batch(groupkeeper, raw):
     first, second = RawMember(groupkeeper.port, "crowd", "events"), RawMember(groupkeeper.port, "crowd", "events")
     try:
         assignments = join_together(first, second)
@@ -146,6 +146,10 @@ def test_list_groups_v4_filters_by_state_and_leave_group_v3_removes_a_batch(grou
         stable = raw.call(LIST_GROUPS, 4, {"states_filter": ["Stable"]})
         assert [(g.group_id, g.group_state) for g in stable.groups] == [("crowd", "Stable")]
         assert raw.call(LIST_GROUPS, 4, {"states_filter": ["Empty"]}).groups[0].group_id.startswith("ledger")
+        # v5: by type too (case aside, as Kafka); every group here is classic
+        typed = raw.call(LIST_GROUPS, 5, {"states_filter": ["stable"], "types_filter": ["CLASSIC"]})
+        assert [(g.group_id, g.group_type) for g in typed.groups] == [("crowd", "classic")]
+        assert raw.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]}).groups == []
         left = raw.call(LEAVE_GROUP, 3, {"group_id": "crowd", "members": [
             {"member_id": first.member_id}, {"member_id": second.member_id}, {"member_id": "stranger"}]})
         assert left.error_code == E.NONE
