@@ -1,0 +1,319 @@
+"""One consumer-protocol group (KIP-848): pure logic, no I/O, the clock passed in as `now`.
+
+A member speaks one request, ConsumerGroupHeartbeat, and sends only what changed. The
+group keeps three epochs:
+
+- the **group epoch**, bumped whenever what the assignment depends on changes (a member
+  joins or leaves, a subscription or the chosen assignor changes, a subscribed topic's
+  partition count changes);
+- the **assignment epoch**, the group epoch the current *target assignment* was computed
+  for (the server-side assignor, sticky: each member's current target is its `owned`);
+- each **member epoch**: the target epoch the member has reconciled to.
+
+A member moves towards its target a step at a time, and never holds a partition another
+member still holds (the state of each member, as Kafka's CurrentAssignmentBuilder):
+
+| Member state | Means | Its next heartbeat |
+| --- | --- | --- |
+| stable | it holds its target at the assignment epoch | a newer target: the next step |
+| unrevoked_partitions | it must give partitions up first; its epoch stays, it is told to keep only target ∩ held | once it reports (owned partitions) none of them: the next step |
+| unreleased_partitions | at the new epoch, it holds what it may; partitions of its target are still held by others | the next step, which hands over what others released |
+
+The next step from `held` towards `target`: what it holds outside the target is to be
+revoked (unrevoked_partitions, epoch unchanged, assignment held ∩ target); otherwise it
+gets every target partition nobody else holds, at the assignment epoch (stable, or
+unreleased_partitions while some are held by others).
+
+A member whose session times out (no heartbeat for `session_timeout`) is removed, and so is
+one that does not give its partitions up within its rebalance timeout; both bump the group
+epoch. Leaving (epoch -1) removes at once; a static member's leave (-2) keeps its place
+and target until its session times out, for a member of the same instance id to take over.
+
+Errors, as Kafka answers them: an unknown member id (epoch not 0) UNKNOWN_MEMBER_ID; an
+epoch ahead of the member's, or behind it other than the previous one with nothing more
+than its assignment owned, FENCED_MEMBER_EPOCH; an instance id another live member holds
+UNRELEASED_INSTANCE_ID; an assignor the coordinator lacks UNSUPPORTED_ASSIGNOR; a join
+beyond `max_size` GROUP_MAX_SIZE_REACHED; a join without its subscription or rebalance
+timeout, or an epoch below -2, INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from protocol import ErrorCode
+
+from ..assignors.base import Assignor, MemberSubscription
+
+E = ErrorCode
+TopicPartition = tuple[str, int]
+LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
+
+
+class MemberState(enum.Enum):
+    STABLE = "stable"
+    UNREVOKED_PARTITIONS = "unrevoked_partitions"
+    UNRELEASED_PARTITIONS = "unreleased_partitions"
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"  # no members
+    ASSIGNING = "Assigning"  # the target assignment is older than the group epoch
+    RECONCILING = "Reconciling"  # some member has not reached the target yet
+    STABLE = "Stable"  # every member holds its target at the assignment epoch
+
+
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    session_timeout: float = 45.0  # group.consumer.session.timeout.ms
+    heartbeat_interval: float = 5.0  # group.consumer.heartbeat.interval.ms
+    max_size: int = 0  # group.consumer.max.size; 0: no limit
+    default_assignor: str = "uniform"  # the first of group.consumer.assignors
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: float
+    subscribed: tuple[str, ...] = ()
+    assignor: str | None = None
+    epoch: int = 0
+    previous_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: frozenset[TopicPartition] = frozenset()  # what it may use now
+    revoking: frozenset[TopicPartition] = frozenset()  # what it must give up
+    sent: frozenset[TopicPartition] | None = None  # the assignment last sent to it
+    session_deadline: float = 0.0
+    revocation_deadline: float | None = None  # while it has partitions to give up
+
+
+@dataclass(frozen=True)
+class HeartbeatReply:
+    error: ErrorCode
+    member_id: str | None = None
+    epoch: int = 0
+    heartbeat_interval: float = 0.0
+    assignment: frozenset[TopicPartition] | None = None  # only when it changed, or on a (re)join
+
+
+@dataclass
+class ConsumerGroup:
+    group_id: str
+    config: ConsumerGroupConfig
+    assignors: dict[str, Assignor]
+    partitions: dict[str, int]  # the topics' partition counts, as the topic source knows them
+    new_member_id: Callable[[], str] = field(default=lambda: str(uuid.uuid4()))
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    target: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    holders: dict[TopicPartition, str] = field(default_factory=dict)  # who holds (or is revoking) each
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.assignment_epoch < self.group_epoch:
+            return ConsumerGroupState.ASSIGNING
+        if any(m.state is not MemberState.STABLE or m.epoch != self.assignment_epoch
+               for m in self.members.values() if m.epoch != STATIC_LEAVE_EPOCH):
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    # -- the heartbeat ---------------------------------------------------------------------
+
+    def heartbeat(self, now: float, *, member_id: str, epoch: int, instance_id: str | None = None,
+                  rack_id: str | None = None, rebalance_timeout_ms: int = -1,
+                  subscribed: list[str] | None = None, assignor: str | None = None,
+                  owned: list[TopicPartition] | None = None, client_id: str = "",
+                  client_host: str = "") -> HeartbeatReply:
+        if epoch < STATIC_LEAVE_EPOCH:
+            return HeartbeatReply(E.INVALID_REQUEST)
+        if epoch == LEAVE_EPOCH or epoch == STATIC_LEAVE_EPOCH:
+            return self._leave(now, member_id, epoch)
+        if assignor is not None and assignor not in self.assignors:
+            return HeartbeatReply(E.UNSUPPORTED_ASSIGNOR)
+        if epoch == 0:
+            joined = self._join(now, member_id, instance_id, rack_id, rebalance_timeout_ms, subscribed, owned,
+                                client_id, client_host)
+            if isinstance(joined, HeartbeatReply):
+                return joined
+            member = joined
+        else:
+            member = self.members.get(member_id)
+            if member is None or member.epoch == STATIC_LEAVE_EPOCH:
+                return HeartbeatReply(E.UNKNOWN_MEMBER_ID)
+            if not self._epoch_ok(member, epoch, owned):
+                return HeartbeatReply(E.FENCED_MEMBER_EPOCH)
+        changed = False
+        if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
+            member.subscribed, changed = tuple(sorted(set(subscribed))), True
+        if assignor is not None and assignor != member.assignor:
+            member.assignor, changed = assignor, True
+        if rebalance_timeout_ms != -1:
+            member.rebalance_timeout = rebalance_timeout_ms / 1000
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if changed and epoch != 0:
+            self.group_epoch += 1
+        member.session_deadline = now + self.config.session_timeout
+        if self.assignment_epoch < self.group_epoch:
+            self._assign()
+        self._reconcile(now, member, None if owned is None else frozenset(owned))
+        assignment = None
+        if epoch == 0 or member.sent != member.assigned or (owned is not None and frozenset(owned) != member.assigned):
+            assignment = member.sent = member.assigned
+        return HeartbeatReply(E.NONE, member.member_id, member.epoch, self.config.heartbeat_interval, assignment)
+
+    def _join(self, now: float, member_id: str, instance_id: str | None, rack_id: str | None,
+              rebalance_timeout_ms: int, subscribed: list[str] | None, owned, client_id: str,
+              client_host: str) -> ConsumerMember | HeartbeatReply:
+        if subscribed is None or rebalance_timeout_ms < 0 or (owned is not None and owned):
+            return HeartbeatReply(E.INVALID_REQUEST)
+        replaced = None
+        if instance_id is not None:
+            replaced = next((m for m in self.members.values() if m.instance_id == instance_id), None)
+            if replaced is not None and replaced.epoch != STATIC_LEAVE_EPOCH and replaced.member_id != member_id:
+                return HeartbeatReply(E.UNRELEASED_INSTANCE_ID)
+        existing = self.members.get(member_id) if member_id else None
+        if replaced is None and existing is None and self.config.max_size and len(self.members) >= self.config.max_size:
+            return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
+        member = ConsumerMember(member_id or self.new_member_id(), instance_id, rack_id, client_id, client_host,
+                                rebalance_timeout_ms / 1000, tuple(sorted(set(subscribed))))
+        if replaced is not None and replaced.member_id != member.member_id:
+            # a static member coming back: where it was carries over, nothing is reassigned
+            del self.members[replaced.member_id]
+            self._release(replaced)
+            self.target[member.member_id] = self.target.pop(replaced.member_id, frozenset())
+            member.epoch = member.previous_epoch = replaced.previous_epoch
+            member.state, member.assigned, member.revoking = replaced.state, replaced.assigned, replaced.revoking
+            member.revocation_deadline = replaced.revocation_deadline
+            self._hold(member)
+            if member.subscribed != replaced.subscribed:
+                self.group_epoch += 1
+        else:
+            if existing is not None:  # a rejoin (after it was fenced, say): it starts afresh
+                self._release(existing)
+            self.group_epoch += 1
+        self.members[member.member_id] = member
+        return member
+
+    def _epoch_ok(self, member: ConsumerMember, epoch: int, owned) -> bool:
+        if epoch == member.epoch:
+            return True
+        # the answer that gave it its epoch was lost: it may go on from the previous one,
+        # if it holds no more than it was told to keep
+        return (epoch == member.previous_epoch and epoch < member.epoch
+                and (owned is None or set(owned) <= member.assigned))
+
+    def _leave(self, now: float, member_id: str, epoch: int) -> HeartbeatReply:
+        member = self.members.get(member_id)
+        if member is None:
+            return HeartbeatReply(E.UNKNOWN_MEMBER_ID)
+        if epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # its place, target and partitions kept for one session timeout, for its instance to come back
+            member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE_EPOCH
+            member.session_deadline = now + self.config.session_timeout
+            return HeartbeatReply(E.NONE, member_id, STATIC_LEAVE_EPOCH)
+        self.remove(member_id)
+        return HeartbeatReply(E.NONE, member_id, LEAVE_EPOCH)
+
+    # -- assignment and reconciliation ------------------------------------------------------
+
+    def _assign(self) -> None:
+        """The target assignment for the group epoch: the chosen assignor (the members' most
+        named, else the default), each member's current target as its `owned` (sticky)."""
+        named = [m.assignor for m in self.members.values() if m.assignor]
+        name = max(sorted(set(named)), key=named.count) if named else self.config.default_assignor
+        subscriptions = [MemberSubscription(m.member_id, m.subscribed, m.instance_id,
+                                            owned=_by_topic(self.target.get(m.member_id, frozenset())))
+                         for m in sorted(self.members.values(), key=lambda m: m.member_id)]
+        subscribed = {t for m in self.members.values() for t in m.subscribed}
+        counts = {t: n for t, n in self.partitions.items() if t in subscribed}
+        assigned = self.assignors[name].assign(subscriptions, counts).partitions
+        self.target = {mid: frozenset((t, p) for t, ps in assigned.get(mid, {}).items() for p in ps)
+                       for mid in self.members}
+        self.assignment_epoch = self.group_epoch
+
+    def _reconcile(self, now: float, member: ConsumerMember, owned: frozenset[TopicPartition] | None) -> None:
+        target = self.target.get(member.member_id, frozenset())
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if owned is None or owned & member.revoking:
+                return  # still holding what it must give up
+            self._release_partitions(member, member.revoking)
+            member.revoking = frozenset()
+            member.revocation_deadline = None
+        elif member.state is MemberState.STABLE and member.epoch == self.assignment_epoch:
+            return
+        revoke = member.assigned - target
+        if revoke:
+            member.state, member.revoking = MemberState.UNREVOKED_PARTITIONS, revoke
+            member.assigned = member.assigned & target
+            member.revocation_deadline = now + member.rebalance_timeout
+            self._hold(member)
+            return
+        free = {tp for tp in target - member.assigned if self.holders.get(tp, member.member_id) == member.member_id}
+        member.assigned = member.assigned | free
+        member.previous_epoch, member.epoch = member.epoch, self.assignment_epoch
+        member.state = MemberState.STABLE if member.assigned == target else MemberState.UNRELEASED_PARTITIONS
+        self._hold(member)
+
+    def _hold(self, member: ConsumerMember) -> None:
+        for tp in member.assigned | member.revoking:
+            self.holders[tp] = member.member_id
+
+    def _release_partitions(self, member: ConsumerMember, released) -> None:
+        for tp in released:
+            if self.holders.get(tp) == member.member_id:
+                del self.holders[tp]
+
+    def _release(self, member: ConsumerMember) -> None:
+        self._release_partitions(member, member.assigned | member.revoking)
+
+    # -- time and topics --------------------------------------------------------------------
+
+    def remove(self, member_id: str) -> None:
+        """Take a member out (left, timed out, fenced): its partitions free, the group epoch bumped."""
+        member = self.members.pop(member_id)
+        self._release(member)
+        self.target.pop(member_id, None)
+        self.group_epoch += 1
+
+    def expire(self, now: float) -> list[tuple[str, str]]:
+        """Remove the members whose session ran out, or that did not give partitions up within
+        their rebalance timeout; (member id, why) of each."""
+        gone = []
+        for member in list(self.members.values()):
+            if member.session_deadline <= now:
+                gone.append((member.member_id, "session timeout"))
+            elif member.revocation_deadline is not None and member.revocation_deadline <= now:
+                gone.append((member.member_id, "revocation timeout"))
+        for member_id, _ in gone:
+            self.remove(member_id)
+        return gone
+
+    def next_deadline(self) -> float | None:
+        deadlines = [d for m in self.members.values() for d in (m.session_deadline, m.revocation_deadline)
+                     if d is not None]
+        return min(deadlines, default=None)
+
+    def topics_changed(self, partitions: dict[str, int]) -> None:
+        """New partition counts from the topic source: a subscribed topic's change bumps the group epoch."""
+        subscribed = {t for m in self.members.values() for t in m.subscribed}
+        if any(partitions.get(t) != self.partitions.get(t) for t in subscribed):
+            self.group_epoch += 1
+        self.partitions = dict(partitions)
+
+
+def _by_topic(tps) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for topic, p in sorted(tps):
+        out.setdefault(topic, []).append(p)
+    return out
