@@ -180,3 +180,24 @@ def test_whatever_happens_no_partition_is_held_twice_and_cooperating_members_con
     if g.members:
         assert g.state is ConsumerGroupState.STABLE
         assert set().union(*(m.assigned for m in g.members.values())) == ALL
+
+
+def test_a_regular_expression_subscribes_to_the_topics_it_matches_whole_and_to_later_ones():
+    g = group()
+    g.partitions = {"orders": 2, "orders-eu": 1, "xorders": 1, "__consumer_offsets": 50}
+    reply = g.heartbeat(0.0, member_id="", epoch=0, rebalance_timeout_ms=30_000, regex="orders.*", owned=[])
+    assert reply.assignment == {("orders", 0), ("orders", 1), ("orders-eu", 0)}  # whole names: not xorders
+    epoch = g.group_epoch
+    g.topics_changed({**g.partitions, "orders-us": 1})  # a topic created later that matches
+    assert g.group_epoch == epoch + 1
+    assert ("orders-us", 0) in beat(g, "m1").assignment
+    g.topics_changed({**g.partitions, "payments": 3})  # one that does not
+    assert g.group_epoch == epoch + 1
+
+
+def test_an_expression_re2_refuses_is_invalid_and_changes_nothing():
+    g = group()
+    join(g)
+    for bad in ("orders(", "(?<=x)orders", "(a+)+\\1"):  # unbalanced; lookbehind and backreference: not RE2
+        assert g.heartbeat(1.0, member_id="m1", epoch=1, regex=bad).error == E.INVALID_REGULAR_EXPRESSION
+    assert g.members["m1"].regex is None and g.group_epoch == 1

@@ -5,7 +5,7 @@ group keeps three epochs:
 
 - the **group epoch**, bumped whenever what the assignment depends on changes (a member
   joins or leaves, a subscription or the chosen assignor changes, a subscribed topic's
-  partition count changes);
+  partition count changes, a topic matching a member's regular expression appears or goes);
 - the **assignment epoch**, the group epoch the current *target assignment* was computed
   for (the server-side assignor, sticky: each member's current target is its `owned`);
 - each **member epoch**: the target epoch the member has reconciled to.
@@ -29,12 +29,18 @@ one that does not give its partitions up within its rebalance timeout; both bump
 epoch. Leaving (epoch -1) removes at once; a static member's leave (-2) keeps its place
 and target until its session times out, for a member of the same instance id to take over.
 
+A member subscribes by topic names, by a regular expression, or both. The expression has
+RE2's syntax and semantics, as Kafka's (google-re2, not Python's `re`: no backtracking, so no
+catastrophic patterns), matched against whole topic names; internal topics (`__` names)
+never match.
+
 Errors, as Kafka answers them: an unknown member id (epoch not 0) UNKNOWN_MEMBER_ID; an
 epoch ahead of the member's, or behind it other than the previous one with nothing more
 than its assignment owned, FENCED_MEMBER_EPOCH; an instance id another live member holds
 UNRELEASED_INSTANCE_ID; an assignor the coordinator lacks UNSUPPORTED_ASSIGNOR; a join
 beyond `max_size` GROUP_MAX_SIZE_REACHED; a join without its subscription or rebalance
-timeout, or an epoch below -2, INVALID_REQUEST.
+timeout, or an epoch below -2, INVALID_REQUEST; an expression RE2 refuses
+INVALID_REGULAR_EXPRESSION.
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ import enum
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
+
+import re2
 
 from protocol import ErrorCode
 
@@ -83,6 +92,7 @@ class ConsumerMember:
     client_host: str
     rebalance_timeout: float
     subscribed: tuple[str, ...] = ()
+    regex: str | None = None
     assignor: str | None = None
     epoch: int = 0
     previous_epoch: int = -1
@@ -131,7 +141,7 @@ class ConsumerGroup:
 
     def heartbeat(self, now: float, *, member_id: str, epoch: int, instance_id: str | None = None,
                   rack_id: str | None = None, rebalance_timeout_ms: int = -1,
-                  subscribed: list[str] | None = None, assignor: str | None = None,
+                  subscribed: list[str] | None = None, regex: str | None = None, assignor: str | None = None,
                   owned: list[TopicPartition] | None = None, client_id: str = "",
                   client_host: str = "") -> HeartbeatReply:
         if epoch < STATIC_LEAVE_EPOCH:
@@ -140,9 +150,11 @@ class ConsumerGroup:
             return self._leave(now, member_id, epoch)
         if assignor is not None and assignor not in self.assignors:
             return HeartbeatReply(E.UNSUPPORTED_ASSIGNOR)
+        if regex and _compiled(regex) is None:
+            return HeartbeatReply(E.INVALID_REGULAR_EXPRESSION)
         if epoch == 0:
-            joined = self._join(now, member_id, instance_id, rack_id, rebalance_timeout_ms, subscribed, owned,
-                                client_id, client_host)
+            joined = self._join(now, member_id, instance_id, rack_id, rebalance_timeout_ms, subscribed, regex,
+                                owned, client_id, client_host)
             if isinstance(joined, HeartbeatReply):
                 return joined
             member = joined
@@ -155,6 +167,8 @@ class ConsumerGroup:
         changed = False
         if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
             member.subscribed, changed = tuple(sorted(set(subscribed))), True
+        if regex is not None and (regex or None) != member.regex:  # "": no expression any more
+            member.regex, changed = regex or None, True
         if assignor is not None and assignor != member.assignor:
             member.assignor, changed = assignor, True
         if rebalance_timeout_ms != -1:
@@ -173,9 +187,9 @@ class ConsumerGroup:
         return HeartbeatReply(E.NONE, member.member_id, member.epoch, self.config.heartbeat_interval, assignment)
 
     def _join(self, now: float, member_id: str, instance_id: str | None, rack_id: str | None,
-              rebalance_timeout_ms: int, subscribed: list[str] | None, owned, client_id: str,
+              rebalance_timeout_ms: int, subscribed: list[str] | None, regex: str | None, owned, client_id: str,
               client_host: str) -> ConsumerMember | HeartbeatReply:
-        if subscribed is None or rebalance_timeout_ms < 0 or (owned is not None and owned):
+        if (subscribed is None and not regex) or rebalance_timeout_ms < 0 or (owned is not None and owned):
             return HeartbeatReply(E.INVALID_REQUEST)
         replaced = None
         if instance_id is not None:
@@ -186,7 +200,7 @@ class ConsumerGroup:
         if replaced is None and existing is None and self.config.max_size and len(self.members) >= self.config.max_size:
             return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
         member = ConsumerMember(member_id or self.new_member_id(), instance_id, rack_id, client_id, client_host,
-                                rebalance_timeout_ms / 1000, tuple(sorted(set(subscribed))))
+                                rebalance_timeout_ms / 1000, tuple(sorted(set(subscribed or ()))), regex or None)
         if replaced is not None and replaced.member_id != member.member_id:
             # a static member coming back: where it was carries over, nothing is reassigned
             del self.members[replaced.member_id]
@@ -196,7 +210,7 @@ class ConsumerGroup:
             member.state, member.assigned, member.revoking = replaced.state, replaced.assigned, replaced.revoking
             member.revocation_deadline = replaced.revocation_deadline
             self._hold(member)
-            if member.subscribed != replaced.subscribed:
+            if (member.subscribed, member.regex) != (replaced.subscribed, replaced.regex):
                 self.group_epoch += 1
         else:
             if existing is not None:  # a rejoin (after it was fenced, say): it starts afresh
@@ -232,10 +246,11 @@ class ConsumerGroup:
         named, else the default), each member's current target as its `owned` (sticky)."""
         named = [m.assignor for m in self.members.values() if m.assignor]
         name = max(sorted(set(named)), key=named.count) if named else self.config.default_assignor
-        subscriptions = [MemberSubscription(m.member_id, m.subscribed, m.instance_id,
+        topics = {m.member_id: self.topics_of(m) for m in self.members.values()}
+        subscriptions = [MemberSubscription(m.member_id, tuple(sorted(topics[m.member_id])), m.instance_id,
                                             owned=_by_topic(self.target.get(m.member_id, frozenset())))
                          for m in sorted(self.members.values(), key=lambda m: m.member_id)]
-        subscribed = {t for m in self.members.values() for t in m.subscribed}
+        subscribed = set().union(*topics.values())
         counts = {t: n for t, n in self.partitions.items() if t in subscribed}
         assigned = self.assignors[name].assign(subscriptions, counts).partitions
         self.target = {mid: frozenset((t, p) for t, ps in assigned.get(mid, {}).items() for p in ps)
@@ -304,12 +319,37 @@ class ConsumerGroup:
                      if d is not None]
         return min(deadlines, default=None)
 
+    def topics_of(self, member: ConsumerMember) -> set[str]:
+        """The topics a member subscribes to: its names, and the existing topics its expression matches."""
+        topics = set(member.subscribed)
+        if member.regex:
+            pattern = _compiled(member.regex)
+            topics |= {t for t in self.partitions if not t.startswith("__") and pattern.fullmatch(t)}
+        return topics
+
     def topics_changed(self, partitions: dict[str, int]) -> None:
-        """New partition counts from the topic source: a subscribed topic's change bumps the group epoch."""
-        subscribed = {t for m in self.members.values() for t in m.subscribed}
-        if any(partitions.get(t) != self.partitions.get(t) for t in subscribed):
+        """New partition counts from the topic source: a change to what some member subscribes
+        to (a count, or a topic its expression matches appearing or going) bumps the group epoch."""
+        before = [self.topics_of(m) for m in self.members.values()]
+        old, self.partitions = self.partitions, dict(partitions)
+        after = [self.topics_of(m) for m in self.members.values()]
+        if before != after or any(old.get(t) != partitions.get(t) for t in set().union(*after, *before)):
             self.group_epoch += 1
-        self.partitions = dict(partitions)
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad expression is its answer, not lines on our stderr
+_RE2_OPTIONS.max_mem = 1 << 20  # bytes a compiled expression may take: a hostile one is refused
+
+
+@lru_cache(maxsize=1024)
+def _compiled(regex: str):
+    """The expression compiled by RE2 (None if RE2 refuses it); bounded cache, as clients
+    repeat theirs on every join."""
+    try:
+        return re2.compile(regex, _RE2_OPTIONS)
+    except re2.error:
+        return None
 
 
 def _by_topic(tps) -> dict[str, list[int]]:
