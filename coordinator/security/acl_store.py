@@ -169,19 +169,9 @@ class AclStore:
 
         async with trio.open_nursery() as nursery:
             for pattern, resource_type, parent in _TYPE_PATHS:
-                for name in await self._children(parent):
+                for name in await self.zk.watched_children(parent, self._watch) or []:
                     nursery.start_soon(read, Resource(resource_type, name, pattern))
         if acls != self.acls:
             self.acls = acls
             self.authorizer = Authorizer(acls, self.super_users, self.allow_everyone_if_no_acl_found)
             self.log.info("acls changed", resources=len(acls), acls=sum(len(a) for a in acls.values()))
-
-    async def _children(self, path: str) -> list[str]:
-        """The children of `path`, none while it does not exist; watched either way."""
-        while True:
-            try:
-                return await self.zk.get_children(path, watch=self._watch)
-            except NoNodeError:
-                if await self.zk.exists(path, watch=self._watch) is None:
-                    return []
-                # created between the two: read it

@@ -248,7 +248,7 @@ class UserStore:
         if self.zk.session_id != self._session:  # a new session has no watches
             self._session = self.zk.session_id
             self._current.clear()
-        names = set(await self._names())
+        names = set(await self.zk.watched_children(USERS, self._watch) or [])
         for gone in set(self._users) - names:
             del self._users[gone]
         self._current &= names
@@ -256,16 +256,6 @@ class UserStore:
         async with trio.open_nursery() as nursery:
             for name in names - self._current:
                 nursery.start_soon(self._read, name, limiter)
-
-    async def _names(self) -> list[str]:
-        """The users' node names, watched; none while /config/users does not exist (watched
-        for its creation)."""
-        while True:
-            try:
-                return await self.zk.get_children(USERS, watch=self._watch)
-            except NoNodeError:
-                if await self.zk.exists(USERS, watch=self._watch) is None:
-                    return []
 
     async def _read(self, name: str, limiter: trio.CapacityLimiter) -> None:
         self._current.add(name)  # before the read: a watch firing from now on reads again

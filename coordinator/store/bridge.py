@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.serialization import Create, Transaction
 from kazoo.security import OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 from kazoo.protocol.states import KazooState
@@ -207,6 +207,27 @@ class ZooKeeperBridge:
 
     async def get_children(self, path: str, watch=None) -> list[str]:
         return await self.wait(self.client.get_children_async(path, watch=watch), "get_children")
+
+    async def watched_data(self, path: str, watch) -> bytes | None:
+        """The data of `path`, or None while it does not exist; watched either way (its
+        creation too), so that what is written later, changed or deleted is read when it happens."""
+        while True:
+            try:
+                data, _ = await self.get(path, watch=watch)
+                return data
+            except NoNodeError:
+                if await self.exists(path, watch=watch) is None:
+                    return None
+                # created between the two: read it
+
+    async def watched_children(self, path: str, watch) -> list[str] | None:
+        """The children of `path`, or None while it does not exist; watched as `watched_data`."""
+        while True:
+            try:
+                return await self.get_children(path, watch=watch)
+            except NoNodeError:
+                if await self.exists(path, watch=watch) is None:
+                    return None
 
     async def delete(self, path: str, version: int = -1) -> Any:
         return await self.wait(self.client.delete_async(path, version), "delete")

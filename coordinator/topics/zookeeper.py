@@ -176,21 +176,9 @@ class ZooKeeperTopics(TopicView):
             for p in range(first, self.partitions[name]):
                 nursery.start_soon(self._read_state, name, p)
 
-    async def _watched(self, path: str) -> bytes | None:
-        """The data of `path`, or None while it does not exist; watched either way, so that
-        what is written later (or changed, or deleted) is read when it happens."""
-        while True:
-            try:
-                data, _ = await self.zk.get(path, watch=self._watch)
-                return data
-            except NoNodeError:
-                if await self.zk.exists(path, watch=self._watch) is None:
-                    return None
-                # created between the two: read it
-
     async def _read_state(self, name: str, partition: int) -> None:
         """The partition's leader where a broker wrote one."""
-        data = await self._watched(layout.partition_state_path(name, partition))
+        data = await self.zk.watched_data(layout.partition_state_path(name, partition), self._watch)
         state = None if data is None else parse_state(data)
         if state is None:
             self.states.pop((name, partition), None)
@@ -200,7 +188,7 @@ class ZooKeeperTopics(TopicView):
     async def _read_cluster(self, path: str) -> None:
         """The cluster id or the controller: the controller moves, and both may be written
         by the first broker after us."""
-        data, value = await self._watched(path), None
+        data, value = await self.zk.watched_data(path, self._watch), None
         if data is not None:
             try:
                 read = json.loads(data.decode())
@@ -213,14 +201,11 @@ class ZooKeeperTopics(TopicView):
             self.controller_id = value
 
     async def _refresh_brokers(self, reread: bool) -> None:
-        while True:
-            try:
-                ids = set(await self.zk.get_children(layout.BROKER_IDS, watch=self._watch))
-                break
-            except NoNodeError:  # no broker has registered yet: watch for the first
-                self.brokers.clear()
-                if await self.zk.exists(layout.BROKER_IDS, watch=self._watch) is None:
-                    return
+        children = await self.zk.watched_children(layout.BROKER_IDS, self._watch)
+        if children is None:  # no broker has registered yet: watched for the first
+            self.brokers.clear()
+            return
+        ids = set(children)
         for gone in {str(b) for b in self.brokers} - ids:
             self.brokers.pop(int(gone), None)
         for broker_id in ids if reread else ids - {str(b) for b in self.brokers}:
