@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from coordinator.assignors import BUILT_IN, MemberSubscription
+from coordinator.assignors import BUILT_IN, MemberSubscription, StickyRangeAssignor
 from coordinator.assignors.sticky import StickyAssignor
 
 TOPICS = ["a", "b", "c", "d"]
@@ -224,3 +224,49 @@ def _comings_and_goings(assignor, members, partitions, data) -> list[MemberSubsc
            for m in members if m.member_id not in leaving]
     return now + [MemberSubscription(f"new-{i}", members[i % len(members)].topics)
                   for i in range(data.draw(st.integers(0, 3)))]
+
+
+# -- consumer-protocol groups' range (KIP-848): the clients' ranges, made sticky ----------
+
+@settings(max_examples=200, deadline=None)
+@given(groups(), st.data())
+def test_sticky_range_is_complete_balanced_per_topic_and_the_clients_range_from_scratch(group, data):
+    members, partitions = group
+    sticky = StickyRangeAssignor()
+    fresh = sticky.assign(members, partitions).partitions
+    assert fresh == BUILT_IN["range"].assign(members, partitions).partitions  # nothing owned: plain ranges
+    # then from any previous assignment (what members owned, even overlapping or out of range)
+    owned = {m.member_id: {t: sorted(data.draw(st.sets(st.integers(0, 10), max_size=4))) for t in m.topics}
+             for m in members}
+    again = [MemberSubscription(m.member_id, m.topics, m.instance_id, owned=owned[m.member_id]) for m in members]
+    result = sticky.assign(again, partitions).partitions
+    check_complete(again, partitions, result)
+    for topic, count in partitions.items():
+        subscribers = [m.member_id for m in members if topic in m.topics]
+        if subscribers:
+            sizes = [len(result[s].get(topic, [])) for s in subscribers]
+            assert max(sizes) - min(sizes) <= 1 and sum(sizes) == count
+
+
+@settings(max_examples=200, deadline=None)
+@given(groups(identical=True, static=False), st.integers(1, 4))
+def test_sticky_range_keeps_what_members_own_within_their_share_when_others_join(group, joining):
+    members, partitions = group
+    sticky = StickyRangeAssignor()
+    before = sticky.assign(members, partitions).partitions
+    staying = [MemberSubscription(m.member_id, m.topics, owned=before[m.member_id]) for m in members]
+    after_members = staying + [MemberSubscription(f"zz-new-{i}", members[0].topics) for i in range(joining)]
+    after = sticky.assign(after_members, partitions).partitions
+    check_complete(after_members, partitions, after)
+    for topic in members[0].topics:
+        share = partitions.get(topic, 0) // len(after_members)
+        for m in staying:
+            had, has = set(before[m.member_id].get(topic, [])), set(after[m.member_id].get(topic, []))
+            assert len(had & has) >= min(len(had), share)  # nothing it may keep is moved
+            assert has <= had or had <= has  # it only gives up, or only gains
+
+
+def test_sticky_range_co_partitions_equal_topics_as_kafka_documents():
+    members = [MemberSubscription("M0", ("T1", "T2")), MemberSubscription("M1", ("T1", "T2"))]
+    assert StickyRangeAssignor().assign(members, {"T1": 3, "T2": 3}).partitions == {
+        "M0": {"T1": [0, 1], "T2": [0, 1]}, "M1": {"T1": [2], "T2": [2]}}

@@ -8,7 +8,7 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.assignors.registry import BUILT_IN
+from coordinator.assignors import CONSUMER_GROUP_ASSIGNORS
 from coordinator.groups.consumer_group import (ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState,
                                                MemberState)
 from protocol import ErrorCode as E
@@ -18,7 +18,7 @@ ALL = {("orders", p) for p in range(6)}
 
 def group(max_size: int = 0, partitions: int = 6) -> ConsumerGroup:
     ids = (f"m{n}" for n in itertools.count(1))
-    return ConsumerGroup("g", ConsumerGroupConfig(max_size=max_size), dict(BUILT_IN), {"orders": partitions},
+    return ConsumerGroup("g", ConsumerGroupConfig(max_size=max_size), CONSUMER_GROUP_ASSIGNORS, {"orders": partitions},
                          new_member_id=lambda: next(ids))
 
 
@@ -201,3 +201,13 @@ def test_an_expression_re2_refuses_is_invalid_and_changes_nothing():
     for bad in ("orders(", "(?<=x)orders", "(a+)+\\1"):  # unbalanced; lookbehind and backreference: not RE2
         assert g.heartbeat(1.0, member_id="m1", epoch=1, regex=bad).error == E.INVALID_REGULAR_EXPRESSION
     assert g.members["m1"].regex is None and g.group_epoch == 1
+
+
+def test_the_range_assignor_keeps_ranges_and_what_members_hold():
+    g = group()
+    join(g, assignor="range")
+    join(g, 1.0, assignor="range")
+    kept = beat(g, "m1", owned=ALL).assignment
+    assert kept == {("orders", p) for p in (0, 1, 2)}  # m1 keeps the first half it held
+    beat(g, "m1", owned=kept)
+    assert beat(g, "m2").assignment == {("orders", p) for p in (3, 4, 5)}
