@@ -102,15 +102,15 @@ def _listeners(config: dict[str, Any]) -> tuple[list[tuple[Listener, Listener]],
     if config["ssl_client_auth"] not in CLIENT_AUTH:
         raise StartupError(f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, not {config['ssl_client_auth']!r}")
     tls = {}
-    if any(listener.tls for listener in bound):
-        if not (config["ssl_certfile"] and config["ssl_keyfile"]):
-            raise StartupError("an SSL or SASL_SSL listener needs ssl_certfile and ssl_keyfile")
-        try:
-            for protocol, client_auth in (("SSL", config["ssl_client_auth"]), ("SASL_SSL", "none")):
-                tls[protocol] = listener_context(config["ssl_certfile"], config["ssl_keyfile"],
-                                                 config["ssl_cafile"], client_auth)
-        except TLSError as exc:
-            raise StartupError(f"listeners: {exc}") from None
+    protocols = {listener.protocol for listener in bound if listener.tls}
+    if protocols and not (config["ssl_certfile"] and config["ssl_keyfile"]):
+        raise StartupError("an SSL or SASL_SSL listener needs ssl_certfile and ssl_keyfile")
+    try:  # a context for each TLS protocol in use
+        for protocol in sorted(protocols):
+            tls[protocol] = listener_context(config["ssl_certfile"], config["ssl_keyfile"], config["ssl_cafile"],
+                                             config["ssl_client_auth"] if protocol == "SSL" else "none")
+    except TLSError as exc:
+        raise StartupError(f"listeners: {exc}") from None
     return [(listener, told.get(listener.name, listener)) for listener in bound], tls
 
 

@@ -167,3 +167,20 @@ def _unwrap(client: ssl.SSLSocket) -> None:
         client.unwrap()
     except (ssl.SSLError, OSError):
         pass
+
+
+def test_client_certificates_are_asked_for_on_ssl_listeners_only(tmp_path):
+    """ssl_client_auth is the SSL listeners' (as in Kafka): a SASL_SSL-only set-up neither
+    needs nor uses a client CA, and an SSL listener that asks for certificates does."""
+    from coordinator.config import KEYS
+    from coordinator.daemon import StartupError, _listeners
+
+    cert, key = Authority(tmp_path).issue("CN=server", "server", server=True)
+    config = {k: default for k, (_, default) in KEYS.items()}
+    config.update(ssl_certfile=cert, ssl_keyfile=key, ssl_client_auth="required",
+                  listeners=["SASL_SSL://127.0.0.1:0"])
+    _, contexts = _listeners(config)
+    assert set(contexts) == {"SASL_SSL"} and contexts["SASL_SSL"].verify_mode == ssl.CERT_NONE
+    config["listeners"] = ["SASL_SSL://127.0.0.1:0", "SSL://127.0.0.1:0"]
+    with pytest.raises(StartupError, match="needs ssl_cafile"):
+        _listeners(config)
