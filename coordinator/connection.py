@@ -44,7 +44,7 @@ _PEER_CLOSED = ("closed by peer", "peer went away")
 
 
 class Connection:
-    __slots__ = ("backlog", "bytes", "client", "closed", "fd", "gate", "held", "host", "in_flight", "log", "mask",
+    __slots__ = ("backlog", "bytes", "client", "closed", "fd", "gate", "held", "in_flight", "log", "mask",
                  "out", "reader", "reading_timeout", "replies", "server", "sock", "started", "until", "waiting")
 
     def __init__(self, server: Server, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
@@ -52,8 +52,7 @@ class Connection:
         self.server = server
         self.sock = sock
         self.fd = sock.fileno()
-        self.host = peer[0]
-        self.client = client
+        self.client = client  # its address, listener and principal
         self.gate = gate  # until it is through (TLS handshake, SASL), requests go to it
         self.held = False  # not read while its gate waits (a paced attempt, a failure's delay)
         self.log = server.log.bind(peer=f"{peer[0]}:{peer[1]}")

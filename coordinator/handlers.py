@@ -320,11 +320,11 @@ class Handlers:
             request.group_id, request.member_id, request.generation_id, request.group_instance_id))
 
     def leave_group(self, header, request, client):
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return m.LeaveGroupResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)
         route = self.coordinator.route(request.group_id, empty_ok=False)
         leaving = ([(request.member_id, None)] if header.api_version < 3 else
                    [(x.member_id, x.group_instance_id) for x in request.members])
-        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
-            route = E.GROUP_AUTHORIZATION_FAILED
         if not isinstance(route, Owned):
             return m.LeaveGroupResponse(error_code=route)
         errors = route.groups.leave(request.group_id, leaving)
@@ -418,9 +418,8 @@ class Handlers:
     async def _fetch_group(self, group_id: str, topics, client: Client):
         """(group, error, [(topic, [(partition, offset, epoch, metadata, error)])]): of the
         topics the client may describe; those named that it may not, TOPIC_AUTHORIZATION_FAILED."""
-        route = self.coordinator.route(group_id)
-        if not self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, group_id):
-            route = E.GROUP_AUTHORIZATION_FAILED
+        route = (self.coordinator.route(group_id) if self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, group_id)
+                 else E.GROUP_AUTHORIZATION_FAILED)
         if isinstance(route, Owned):
             try:  # a write of the group's whose outcome is unknown is read back first
                 await route.store.settle(group_id)
@@ -429,12 +428,13 @@ class Handlers:
         if not isinstance(route, Owned):
             return group_id, route, [(name, [(p, -1, -1, "", route) for p in parts]) for name, parts in topics or []]
         committed = route.store.durable.get(group_id, {})
-        if topics is None:
+        named = topics is not None
+        if not named:  # all of them: those it may not describe left out
             topics = [(name, sorted(parts)) for name, parts in sorted(committed.items())
                       if self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name)]
         result = []
         for name, parts in topics:
-            if not self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name):
+            if named and not self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name):
                 result.append((name, [(p, -1, -1, "", E.TOPIC_AUTHORIZATION_FAILED) for p in parts]))
                 continue
             have = committed.get(name, {})
@@ -460,9 +460,8 @@ class Handlers:
     def describe_groups(self, header, request, client):
         described = []
         for group_id in request.groups:
-            route = self.coordinator.route(group_id)
-            if not self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, group_id):
-                route = E.GROUP_AUTHORIZATION_FAILED
+            route = (self.coordinator.route(group_id) if self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP,
+                                                                      group_id) else E.GROUP_AUTHORIZATION_FAILED)
             if not isinstance(route, Owned):
                 described.append(m.DescribedGroup(error_code=route, group_id=group_id))
                 continue

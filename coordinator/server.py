@@ -159,7 +159,7 @@ class Server:
         """`connection` is closing: no more events for it, and it no longer counts."""
         self._epoll.unregister(connection.fd)
         del self._connections[connection.fd]
-        host = connection.host
+        host = connection.client.host
         self.by_address[host] -= 1
         if not self.by_address[host]:
             del self.by_address[host]  # one entry per address connected now, not ever

@@ -12,19 +12,24 @@ class RangeAssignor:
 
     def assign(self, members: list[MemberSubscription], partitions: dict[str, int]) -> Assigned:
         result = empty(members)
-        by_topic: dict[str, list[str]] = {}
-        for m in member_order(members):
-            for topic in m.topics:
-                by_topic.setdefault(topic, []).append(m.member_id)
-        for topic, subscribers in by_topic.items():
+        for topic, subscribers in _subscribers(members).items():
             per, extra = divmod(partitions.get(topic, 0), len(subscribers))
             start = 0
-            for i, member_id in enumerate(subscribers):
+            for i, m in enumerate(subscribers):
                 length = per + (1 if i < extra else 0)
                 if length:
-                    result[member_id][topic] = list(range(start, start + length))
+                    result[m.member_id][topic] = list(range(start, start + length))
                 start += length
         return Assigned(result)
+
+
+def _subscribers(members: list[MemberSubscription]) -> dict[str, list[MemberSubscription]]:
+    """Each topic's subscribers, in the clients' member order."""
+    by_topic: dict[str, list[MemberSubscription]] = {}
+    for m in member_order(members):
+        for topic in m.topics:
+            by_topic.setdefault(topic, []).append(m)
+    return by_topic
 
 
 class StickyRangeAssignor:
@@ -38,11 +43,7 @@ class StickyRangeAssignor:
 
     def assign(self, members: list[MemberSubscription], partitions: dict[str, int]) -> Assigned:
         result = empty(members)
-        by_topic: dict[str, list[MemberSubscription]] = {}
-        for m in member_order(members):
-            for topic in m.topics:
-                by_topic.setdefault(topic, []).append(m)
-        for topic, subscribers in by_topic.items():
+        for topic, subscribers in _subscribers(members).items():
             count = partitions.get(topic, 0)
             per, extra = divmod(count, len(subscribers))
             kept: dict[str, list[int]] = {}

@@ -316,12 +316,9 @@ def _profile(raw: Path, top: int = 15) -> dict:
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     serving = idle = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit() or "coordinator/__main__.py" not in stack:  # another thread's
+    for stack, names, n in py_spy.stacks(raw):
+        if "coordinator/__main__.py" not in stack:  # another thread's
             continue
-        n = int(count)
-        names = [py_spy._name(frame) for frame in stack.split(";")]
         serving += n
         if names[-1].startswith("EpollIOManager.get_events"):
             idle += n

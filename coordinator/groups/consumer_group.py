@@ -180,9 +180,10 @@ class ConsumerGroup:
         member.session_deadline = now + self.config.session_timeout
         if self.assignment_epoch < self.group_epoch:
             self._assign()
-        self._reconcile(now, member, None if owned is None else frozenset(owned))
+        reported = None if owned is None else frozenset(owned)
+        self._reconcile(now, member, reported)
         assignment = None
-        if epoch == 0 or member.sent != member.assigned or (owned is not None and frozenset(owned) != member.assigned):
+        if epoch == 0 or member.sent != member.assigned or (reported is not None and reported != member.assigned):
             assignment = member.sent = member.assigned
         return HeartbeatReply(E.NONE, member.member_id, member.epoch, self.config.heartbeat_interval, assignment)
 

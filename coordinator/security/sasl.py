@@ -197,8 +197,10 @@ class SaslGate:
                     self._handshake(connection, header, request)
                 else:
                     self._token(connection, header, request.auth_bytes, frames[i + 1:])
-            if connection.closed or connection.held or connection.gate is not self:
-                return  # closed, waiting for its slot or failure delay, or through (the rest handled)
+            if connection.closed or connection.held:
+                return  # closed, or waiting for its slot or a failure's delay (the rest kept for then)
+            if connection.gate is not self:  # through: the rest are ordinary requests
+                return _go_on(connection, frames[i + 1:], now)
         connection.flush()
 
     def _handshake(self, connection, header: RequestHeader, request) -> None:
@@ -229,7 +231,7 @@ class SaslGate:
                 answer = self._run(token)
             except AuthenticationFailed as exc:
                 return self._failed(connection, header, str(exc))
-            return self._answered(connection, header, answer, rest, started)
+            return self._answered(connection, header, answer, started)
         connection.hold()
         connection.server.tasks.start_soon(self._later, connection, at, header, token, rest)
 
@@ -249,19 +251,15 @@ class SaslGate:
         if connection.closed:
             return
         connection.release()
-        self._answered(connection, header, answer, rest, started)
-        if not connection.closed and not connection.held and rest and connection.gate is self:
-            self.admit(connection, rest, trio.current_time())
-        elif not connection.closed:
-            connection.flush()
+        self._answered(connection, header, answer, started)
+        _go_on(connection, rest, trio.current_time())
 
     def _run(self, token: bytes) -> bytes:
         if len(token) > MAX_TOKEN:
             raise AuthenticationFailed(f"a SASL token of {len(token)} bytes")
         return self.exchange.step(token)
 
-    def _answered(self, connection, header: RequestHeader | None, answer: bytes, rest: list[bytes],
-                  started: float) -> None:
+    def _answered(self, connection, header: RequestHeader | None, answer: bytes, started: float) -> None:
         exchange = self.exchange
         connection.add(_raw(answer) if header is None else
                        encode_response(header, m.SaslAuthenticateResponse(error_code=ErrorCode.NONE, auth_bytes=answer,
@@ -274,9 +272,6 @@ class SaslGate:
         metrics.AUTHENTICATIONS.labels(self.mechanism, "succeeded").inc()
         connection.log.info("authenticated", principal=principal, mechanism=self.mechanism,
                             duration_s=round(time.perf_counter() - started, 4))
-        connection.flush()
-        if rest:
-            connection.handle(rest, trio.current_time())
 
     def _failed(self, connection, header: RequestHeader | None, reason: str) -> None:
         delay = self.auth.pacing.failed((connection.client.host, self.exchange.user), trio.current_time())
@@ -295,6 +290,17 @@ class SaslGate:
             connection.add(encode_response(header, body))
             connection.flush()
         connection.close(reason)
+
+
+def _go_on(connection, frames: list[bytes], now: float) -> None:
+    """The frames after a SASL step, and the answers ready: to the gate while it is still
+    there, as ordinary requests once through."""
+    if connection.gate is not None:
+        connection.gate.admit(connection, frames, now)
+    elif frames:
+        connection.handle(frames, now)
+    else:
+        connection.flush()
 
 
 async def _close_after(connection, delay: float, reason: str) -> None:

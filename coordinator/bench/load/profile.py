@@ -34,18 +34,21 @@ def summary(raw: Path, top: int = 25) -> dict:
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        n = int(count)
+    for _, names, n in stacks(raw):
         total += n
-        names = [_name(frame) for frame in stack.split(";")]
         own[names[-1]] += n
         for name in set(names):
             inclusive[name] += n
     share = (lambda c: [[name, round(n / total, 3)] for name, n in c.most_common(top)]) if total else (lambda c: [])
     return {"samples": total, "own": share(own), "inclusive": share(inclusive)}
+
+
+def stacks(raw: Path):
+    """py-spy's raw samples: (the stack as written, its frames' names, how many samples)."""
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if count.isdigit():
+            yield stack, [_name(frame) for frame in stack.split(";")], int(count)
 
 
 def _name(frame: str) -> str:
