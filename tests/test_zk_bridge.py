@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import trio
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError
+from kazoo.protocol.serialization import Create
+from kazoo.security import OPEN_ACL_UNSAFE
 from kazoo.protocol.states import KazooState
 
 from coordinator.store.bridge import ZooKeeperBridge
@@ -82,6 +86,46 @@ async def test_connection_loss_and_recovery_reach_trio(tmp_path):
         with trio.fail_after(20):
             assert await states.receive() == KazooState.CONNECTED
         assert (await zk.exists("/")) is not None
+    finally:
+        await zk.stop()
+        await trio.to_thread.run_sync(server.stop)
+
+
+async def test_a_multi_sent_as_the_connection_drops_ends_at_once_and_once(tmp_path):
+    """Sent after kazoo saw the connection drop but before trio heard of it, kazoo would hold
+    the multi until a reconnection (ZooKeeper down: for ever); its sender learns at once that
+    the outcome is unknown (ConnectionLoss), and only once even if kazoo answers it later.
+    Sent once the drop is known, it fails at once."""
+    server = ZooKeeperServer(tmp_path, free_port(), tick_ms=500)
+    await trio.to_thread.run_sync(server.start)
+    zk = ZooKeeperBridge(server.connect_string, session_timeout=10.0)
+    outcomes: list = []
+    later: list = []
+    try:
+        await zk.start()
+        await zk.ensure_path("/drop")
+        server.kill()  # blocking trio on purpose, as the wait below: no checkpoint until the send
+        deadline = time.monotonic() + 10
+        while zk.client.connected:  # no checkpoint: trio has not run the state change yet
+            assert time.monotonic() < deadline, "kazoo never saw the connection drop"
+            time.sleep(0.001)
+        assert zk.state == KazooState.CONNECTED
+        zk.send([Create("/drop/x", b"", OPEN_ACL_UNSAFE, 0)], outcomes.append)
+        with trio.fail_after(5):
+            while not outcomes:
+                await trio.sleep(0.01)
+        assert zk.state == KazooState.SUSPENDED and isinstance(outcomes[0], ConnectionLoss)
+        zk.send([Create("/drop/y", b"", OPEN_ACL_UNSAFE, 0)], later.append)
+        with trio.fail_after(5):  # ZooKeeper is still down: only the bridge can answer it
+            while not later:
+                await trio.sleep(0.01)
+        assert len(later) == 1 and isinstance(later[0], ConnectionLoss)
+        await trio.to_thread.run_sync(server.start)
+        with trio.fail_after(20):
+            while zk.state != KazooState.CONNECTED:
+                await trio.sleep(0.05)
+        assert (await zk.exists("/drop")) is not None
+        assert len(outcomes) == 1  # whatever kazoo made of the first one afterwards
     finally:
         await zk.stop()
         await trio.to_thread.run_sync(server.stop)

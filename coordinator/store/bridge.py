@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.serialization import Create, Transaction
 from kazoo.security import OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 from kazoo.protocol.states import KazooState
@@ -57,6 +57,7 @@ class ZooKeeperBridge:
         self._capture_granted_timeout()
         self._subscribers: list[trio.MemorySendChannel] = []
         self._token: trio.lowlevel.TrioToken | None = None
+        self._unanswered: set[_Delivery] = set()  # multis sent whose outcome has not run yet
 
     async def start(self, timeout: float = 15.0) -> None:
         """Connect; raises trio.TooSlowError when ZooKeeper does not answer in time."""
@@ -120,6 +121,12 @@ class ZooKeeperBridge:
         self.state = state
         if state == KazooState.CONNECTED:
             self.session_id = session_id
+        else:
+            # kazoo fails what it had queued or sent when the connection drops, but holds what
+            # was sent after the drop and before this (until a reconnection, which may be long):
+            # all of them end now, their outcome unknown (a late answer is ignored)
+            for delivery in list(self._unanswered):
+                delivery.run(ConnectionLoss())
         metrics.ZOOKEEPER_CONNECTED.set(state == KazooState.CONNECTED)
         for channel in self._subscribers:
             channel.send_nowait(state)
@@ -168,8 +175,14 @@ class ZooKeeperBridge:
         kazoo's connection thread hands the outcome straight to `run_sync_soon`, without
         kazoo's completion thread between and without a task woken for it; outcomes come in
         the order the multis were sent (one session answers in order, and `run_sync_soon`
-        keeps it)."""
-        self.client._call(Transaction(operations), _Delivery(self._token, on_done))
+        keeps it). Sent while the connection is down, it fails at once (ConnectionLoss): kazoo
+        would hold it until a reconnection."""
+        delivery = _Delivery(self._token, on_done, self._unanswered)
+        self._unanswered.add(delivery)
+        if self.state != KazooState.CONNECTED:
+            delivery.set_exception(ConnectionLoss())
+            return
+        self.client._call(Transaction(operations), delivery)
 
     def _submit(self, request):
         """Send a request object kazoo has no method for (its paths taken as they are, the
@@ -244,16 +257,18 @@ class ZooKeeperBridge:
 
 class _Delivery:
     """Completed by kazoo as it completes its own asynchronous results (`set`,
-    `set_exception`), on its connection thread; runs `on_done(outcome)` once, in trio."""
+    `set_exception`), on its connection thread; runs `on_done(outcome)` once, in trio: the
+    first outcome to run wins (kazoo may fail a request twice when its connection is closing,
+    and the bridge ends unanswered ones when the connection drops)."""
 
-    __slots__ = ("delivered", "on_done", "started", "token")
+    __slots__ = ("on_done", "started", "token", "unanswered")
     log = logs.get("groupkeeper.zookeeper")
 
-    def __init__(self, token: trio.lowlevel.TrioToken, on_done: Callable[[Any], None]):
+    def __init__(self, token: trio.lowlevel.TrioToken, on_done: Callable[[Any], None], unanswered: set):
         self.token = token
         self.on_done = on_done
         self.started = time.perf_counter()
-        self.delivered = False
+        self.unanswered = unanswered  # the bridge's: this is in it until its outcome runs
 
     def set(self, value: Any = None) -> None:
         self._deliver(value)
@@ -262,15 +277,16 @@ class _Delivery:
         self._deliver(exception)
 
     def _deliver(self, outcome: Any) -> None:
-        if self.delivered:  # kazoo may fail a request twice when its connection is closing
-            return
-        self.delivered = True
         try:
-            self.token.run_sync_soon(self._run, outcome)
+            self.token.run_sync_soon(self.run, outcome)
         except trio.RunFinishedError:
             pass
 
-    def _run(self, outcome: Any) -> None:
+    def run(self, outcome: Any) -> None:
+        """In trio: `on_done(outcome)`, unless an outcome ran already."""
+        if self not in self.unanswered:
+            return
+        self.unanswered.discard(self)
         _SECONDS["multi"].observe(time.perf_counter() - self.started)
         try:
             self.on_done(outcome)
