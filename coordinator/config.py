@@ -47,6 +47,11 @@ KEYS: dict[str, tuple[type, Any]] = {
     "group_max_session_timeout_ms": (int, 1_800_000),
     "group_initial_rebalance_delay_ms": (int, 3000),
     "group_max_size": (int, 0),
+    # consumer-protocol (KIP-848) groups: the coordinator sets their members' timing; Kafka's defaults
+    "group_consumer_session_timeout_ms": (int, 45_000),
+    "group_consumer_heartbeat_interval_ms": (int, 5_000),
+    "group_consumer_max_size": (int, 0),  # members; 0: no limit
+    "group_consumer_assignors": (list, ["uniform", "range"]),  # server-side assignors; the first is the default
     "group_id_max_length": (int, 1024),  # characters; longer group ids: INVALID_GROUP_ID
     "group_max_record_bytes": (int, 8 * 1024 * 1024),  # a generation's stored members; more: GROUP_MAX_SIZE_REACHED
     "offset_commit_max_partitions": (int, 10_000),  # in one OffsetCommit; more: INVALID_COMMIT_OFFSET_SIZE
@@ -81,6 +86,9 @@ RANGES: dict[str, tuple[int, int]] = {
     "embedded_zookeeper_heap_mb": (64, 65536),
     "metadata_max_age_ms": (100, 3_600_000),
     "connection_failed_authentication_delay_ms": (0, 60_000),
+    "group_consumer_session_timeout_ms": (1_000, 1_800_000),
+    "group_consumer_heartbeat_interval_ms": (100, 600_000),
+    "group_consumer_max_size": (0, 1_000_000),
 }
 
 

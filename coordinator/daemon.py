@@ -13,10 +13,11 @@ import trio
 
 from . import logs, metrics, systemd
 from .assignors import Assignor
-from .assignors.registry import AssignorError, load_assignors
+from .assignors.registry import AssignorError, consumer_group_assignors, load_assignors
 from .config import parse_address, parse_addresses
 from .listeners import Listener, parse_listeners
 from .events import DISCARD, EventLog
+from .groups.consumer_group import ConsumerGroupConfig
 from .groups.group import GroupConfig
 from .cluster.membership import AlreadyRegistered, Instance, Membership
 from .cluster.ownership import Coordinator
@@ -52,8 +53,12 @@ async def run(config: dict[str, Any]) -> None:
     log = logs.get("groupkeeper").bind(instance=config["instance_id"])
     try:  # before anything starts: a strategy that cannot load is a configuration error
         assignors = load_assignors(config["assignors"])
+        consumer_assignors = consumer_group_assignors(config["group_consumer_assignors"], assignors)
     except AssignorError as exc:
         raise StartupError(str(exc)) from None
+    if config["group_consumer_heartbeat_interval_ms"] >= config["group_consumer_session_timeout_ms"]:
+        raise StartupError("group_consumer_heartbeat_interval_ms must be less than "
+                           "group_consumer_session_timeout_ms")
     try:
         bootstrap = parse_addresses(config["brokers"]) if config["brokers"] else None
     except ValueError as exc:
@@ -70,7 +75,8 @@ async def run(config: dict[str, Any]) -> None:
         hosts = embedded.connect_string
         log.info("embedded zookeeper started", zookeeper=hosts, data_dir=str(zk_dir))
     try:
-        await _serve(config, hosts, assignors, bootstrap, metrics_tls, listeners, tls, digest, log)
+        await _serve(config, hosts, (assignors, consumer_assignors), bootstrap, metrics_tls, listeners, tls, digest,
+                     log)
     finally:
         if embedded is not None:
             await trio.to_thread.run_sync(embedded.stop)
@@ -133,7 +139,7 @@ def _metrics_security(config: dict[str, Any]) -> ssl.SSLContext | None:
         raise StartupError(f"metrics endpoint: {exc}") from None
 
 
-async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assignor],
+async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, Assignor], dict[str, Assignor]],
                  bootstrap: list[tuple[str, int]] | None, metrics_tls: ssl.SSLContext | None,
                  kafka_listeners: list[tuple[Listener, Listener]], tls: dict[str, ssl.SSLContext],
                  digest: tuple[str, str] | None, log) -> None:
@@ -182,8 +188,9 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
                                   max_bytes=config["events_max_bytes"], max_age=config["events_max_age"],
                                   compress=config["events_compress"], queue_limit=config["events_queue_limit"])
                 await events_nursery.start(events.run)
-            coordinator = Coordinator(zk, guard, topics, membership, _group_config(config), assignors,
-                                      config["strict_assignment"], events)
+            classic_assignors, consumer_assignors = assignors
+            coordinator = Coordinator(zk, guard, topics, membership, _group_config(config), classic_assignors,
+                                      config["strict_assignment"], events, consumer_assignors)
             guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
             await nursery.start(coordinator.run)
             authentication = acl_store = None
@@ -205,7 +212,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: dict[str, Assign
             nursery.start_soon(_watch_zookeeper_data, hosts, heap, log)
             if config["metrics_listen"]:
                 metrics.REGISTRY.register(metrics.GroupsCollector(
-                    lambda: ((gid, state, members) for gid, _, state, members in coordinator.all_groups()),
+                    lambda: ((gid, state, members) for gid, _, state, members, _ in coordinator.all_groups()),
                     lambda: len(coordinator.owned), lambda: coordinator.group_partitions,
                     lambda: len(membership.live), config["metrics_group_series"]))
                 m_host, m_port = _address(config["metrics_listen"])
@@ -306,4 +313,7 @@ def _group_config(config: dict[str, Any]) -> GroupConfig:
                        config["group_initial_rebalance_delay_ms"] / 1000,
                        config["group_max_size"], config["group_id_max_length"],
                        config["group_max_record_bytes"], config["offset_commit_max_partitions"],
-                       config["group_max_offset_metadata_bytes"])
+                       config["group_max_offset_metadata_bytes"], ConsumerGroupConfig(
+                           config["group_consumer_session_timeout_ms"] / 1000,
+                           config["group_consumer_heartbeat_interval_ms"] / 1000,
+                           config["group_consumer_max_size"], config["group_consumer_assignors"][0]))

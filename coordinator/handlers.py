@@ -16,15 +16,16 @@ from functools import partial
 
 from protocol import ErrorCode, messages as m
 from protocol.hot import heartbeat_answer, read_heartbeat
-from protocol.schemas import (API_VERSIONS, APIS, DELETE_GROUPS, DESCRIBE_GROUPS, FETCH, FIND_COORDINATOR,
-                              HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, LIST_OFFSETS, METADATA,
-                              OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH, PRODUCE, SASL_AUTHENTICATE,
-                              SASL_HANDSHAKE, SYNC_GROUP)
+from protocol.schemas import (API_VERSIONS, APIS, CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS,
+                              DESCRIBE_GROUPS, FETCH, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS,
+                              LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH, PRODUCE,
+                              SASL_AUTHENTICATE, SASL_HANDSHAKE, SYNC_GROUP)
 
 from . import metrics
 from .cluster.membership import Instance
 from .cluster.ownership import Coordinator, Owned
 from .errors import store_error_code
+from .groups.consumer_group import STATIC_LEAVE_EPOCH, by_topic
 from .groups.state import GroupState
 from .pending import Pending
 from .security.authorizer import CLUSTER_NAME, Operation, ResourceType
@@ -35,12 +36,13 @@ from .topics.view import NO_TOPIC_ID, TopicView
 E = ErrorCode
 
 # What we advertise: implemented and tested. OffsetCommit/OffsetFetch stop before the
-# versions that carry KIP-848 member epochs; OffsetCommit starts at 2 as Kafka 4 does.
+# versions that name topics by id; OffsetCommit starts at 2 as Kafka 4 does.
 SUPPORTED: dict[int, tuple[int, int]] = {
     API_VERSIONS.key: (0, 4), METADATA.key: (0, 12), FIND_COORDINATOR.key: (0, 4),
     JOIN_GROUP.key: (0, 9), SYNC_GROUP.key: (0, 5), HEARTBEAT.key: (0, 4), LEAVE_GROUP.key: (0, 5),
-    OFFSET_COMMIT.key: (2, 8), OFFSET_FETCH.key: (1, 8), LIST_GROUPS.key: (0, 5),
+    OFFSET_COMMIT.key: (2, 9), OFFSET_FETCH.key: (1, 9), LIST_GROUPS.key: (0, 5),
     DESCRIBE_GROUPS.key: (0, 5), DELETE_GROUPS.key: (0, 2), SASL_HANDSHAKE.key: (0, 1), SASL_AUTHENTICATE.key: (0, 2),
+    CONSUMER_GROUP_HEARTBEAT.key: (0, 1), CONSUMER_GROUP_DESCRIBE.key: (0, 0),
 }
 # The APIs clients send only to a partition's leader. Some clients apply the bootstrap
 # server's ApiVersions to every broker (KafkaJS does, and stops a consumer whose broker lacks
@@ -54,7 +56,6 @@ INSTANCE_NODE_BASE = 1_000_000_000  # coordinator node ids: never a broker's
 MAX_TOPIC_NAME = 249  # characters: Kafka's limit on topic names
 MAX_OFFSET_METADATA = 4096  # characters: Kafka's offset.metadata.max.bytes
 CLUSTER_ID = "groupkeeper"
-GROUP_TYPE = "classic"  # KIP-848's name for JoinGroup/SyncGroup groups
 # Kafka's internal topics: marked so that clients leave them out of pattern subscriptions
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
@@ -82,10 +83,13 @@ class Handlers:
             OFFSET_FETCH.key: self.offset_fetch, LIST_GROUPS.key: self.list_groups,
             DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups,
             SASL_HANDSHAKE.key: self.sasl_again, SASL_AUTHENTICATE.key: self.sasl_again,
+            CONSUMER_GROUP_HEARTBEAT.key: self.consumer_group_heartbeat,
+            CONSUMER_GROUP_DESCRIBE.key: self.consumer_group_describe,
         }
         self._table.update(dict.fromkeys(LEADER_ONLY, self.not_leader))
         # the APIs whose handlers may answer with a coroutine or a Pending (they wait for something)
-        self._waits = {JOIN_GROUP.key, SYNC_GROUP.key, OFFSET_COMMIT.key, OFFSET_FETCH.key, DELETE_GROUPS.key}
+        self._waits = {JOIN_GROUP.key, SYNC_GROUP.key, OFFSET_COMMIT.key, OFFSET_FETCH.key, DELETE_GROUPS.key,
+                       CONSUMER_GROUP_HEARTBEAT.key}
 
     def dispatch(self, api_key: int, api_version: int) -> tuple[Callable, bool] | None:
         """The handler of (api, version) and whether its answer may wait (a coroutine or a
@@ -183,7 +187,7 @@ class Handlers:
             asked = [(name, None) for name in sorted(known)
                      if self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name)]
         else:  # by name, or (v10+) by topic id
-            by_id = {topic_id: name for name, topic_id in ids.items()}
+            by_id = self.topics.names_by_id
             asked = [(t.name, None) if t.name is not None else (by_id.get(t.topic_id), t.topic_id)
                      for t in request.topics]
         topics = []
@@ -334,6 +338,79 @@ class Handlers:
             m.MemberResponse(member_id=mid, group_instance_id=iid, error_code=error)
             for (mid, iid), error in zip(leaving, errors)])
 
+    # -- consumer-protocol groups (KIP-848) ---------------------------------------------
+
+    async def consumer_group_heartbeat(self, header, request, client):
+        def refused(error: ErrorCode, message: str | None = None):
+            return m.ConsumerGroupHeartbeatResponse(error_code=error, error_message=message or error.name,
+                                                    member_id=request.member_id or None,
+                                                    member_epoch=request.member_epoch)
+
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return refused(E.GROUP_AUTHORIZATION_FAILED)
+        invalid = _invalid_heartbeat(request, header.api_version)
+        if invalid is not None:
+            return refused(E.INVALID_REQUEST, invalid)
+        route = self.coordinator.route(request.group_id, empty_ok=False)
+        if not isinstance(route, Owned):
+            return refused(route)
+        names = self.topics.names_by_id
+        owned = None if request.topic_partitions is None else [
+            (names[t.topic_id], p) for t in request.topic_partitions if t.topic_id in names for p in t.partitions]
+        reply = await route.groups.consumer_heartbeat(
+            request.group_id, member_id=request.member_id, epoch=request.member_epoch, owned=owned,
+            instance_id=request.instance_id, rack_id=request.rack_id,
+            rebalance_timeout_ms=request.rebalance_timeout_ms, subscribed=request.subscribed_topic_names,
+            regex=request.subscribed_topic_regex, assignor=request.server_assignor,
+            client_id=header.client_id or "", client_host=client.host)
+        if reply.error != E.NONE:
+            return refused(reply.error)
+        assignment = None
+        if reply.assignment is not None:
+            ids = self.topics.topic_ids  # a topic without an id cannot be named to these clients
+            assignment = m.ConsumerGroupHeartbeatAssignment(topic_partitions=[
+                m.ConsumerGroupHeartbeatTopicPartitions(topic_id=ids[topic], partitions=partitions)
+                for topic, partitions in by_topic(reply.assignment).items()
+                if ids.get(topic, NO_TOPIC_ID) != NO_TOPIC_ID])
+        return m.ConsumerGroupHeartbeatResponse(
+            error_code=E.NONE, member_id=reply.member_id, member_epoch=reply.epoch,
+            heartbeat_interval_ms=int(reply.heartbeat_interval * 1000), assignment=assignment)
+
+    def consumer_group_describe(self, header, request, client):
+        described = []
+        for group_id in request.group_ids:
+            route = (self.coordinator.route(group_id) if self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP,
+                                                                      group_id) else E.GROUP_AUTHORIZATION_FAILED)
+            if not isinstance(route, Owned):
+                described.append(m.DescribedConsumerGroup(error_code=route, error_message=route.name,
+                                                          group_id=group_id))
+                continue
+            group = route.groups.consumer_groups.get(group_id)
+            if group is None:
+                message = (f"Group {group_id} is not a consumer group." if route.groups.group(group_id) is not None
+                           else f"Group {group_id} not found.")
+                described.append(m.DescribedConsumerGroup(error_code=E.GROUP_ID_NOT_FOUND, error_message=message,
+                                                          group_id=group_id))
+                continue
+            described.append(m.DescribedConsumerGroup(
+                error_code=E.NONE, group_id=group_id, group_state=group.state.value, group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=group.assignor or group.config.default_assignor,
+                members=[m.ConsumerGroupMember(
+                    member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id, member_epoch=x.epoch,
+                    client_id=x.client_id, client_host=x.client_host, subscribed_topic_names=list(x.subscribed),
+                    subscribed_topic_regex=x.regex, assignment=self._described(x.assigned),
+                    target_assignment=self._described(group.target.get(x.member_id, frozenset())))
+                    for x in group.members.values()]))
+        return m.ConsumerGroupDescribeResponse(groups=described)
+
+    def _described(self, partitions) -> m.ConsumerGroupDescribeAssignment:
+        ids = self.topics.topic_ids
+        return m.ConsumerGroupDescribeAssignment(topic_partitions=[
+            m.ConsumerGroupDescribeTopicPartitions(topic_id=ids.get(topic, NO_TOPIC_ID), topic_name=topic,
+                                                   partitions=ps)
+            for topic, ps in by_topic(partitions).items()])
+
     # -- offsets --------------------------------------------------------------------------
 
     def offset_commit(self, header, request, client):
@@ -351,7 +428,8 @@ class Handlers:
         if sum(len(t.partitions) for t in request.topics) > self.coordinator.group_config.max_commit_partitions:
             return answer(lambda topic, p: E.INVALID_COMMIT_OFFSET_SIZE)
         error = route.groups.commit_check(request.group_id, request.member_id,
-                                          request.generation_id_or_member_epoch, request.group_instance_id)
+                                          request.generation_id_or_member_epoch, request.group_instance_id,
+                                          member_epochs=header.api_version >= 9)
         if error != E.NONE:
             return answer(lambda topic, p: error)
         refused = {(t.name, p.partition_index): E.INVALID_TOPIC_EXCEPTION if len(t.name) > MAX_TOPIC_NAME
@@ -398,7 +476,8 @@ class Handlers:
     async def offset_fetch(self, header, request, client):
         if header.api_version >= 8:
             groups = [await self._fetch_group(g.group_id, None if g.topics is None else
-                                              [(t.name, t.partition_indexes) for t in g.topics], client)
+                                              [(t.name, t.partition_indexes) for t in g.topics], client,
+                                              g.member_id, g.member_epoch)
                       for g in request.groups]
             return m.OffsetFetchResponse(groups=[
                 m.OffsetFetchResponseGroup(group_id=gid, error_code=error, topics=[
@@ -415,11 +494,15 @@ class Handlers:
                                                metadata=md, error_code=pe if header.api_version >= 2 or error == E.NONE else error)
                 for p, o, e, md, pe in parts]) for name, parts in result])
 
-    async def _fetch_group(self, group_id: str, topics, client: Client):
+    async def _fetch_group(self, group_id: str, topics, client: Client, member_id: str | None = None,
+                           member_epoch: int = -1):
         """(group, error, [(topic, [(partition, offset, epoch, metadata, error)])]): of the
-        topics the client may describe; those named that it may not, TOPIC_AUTHORIZATION_FAILED."""
+        topics the client may describe; those named that it may not, TOPIC_AUTHORIZATION_FAILED.
+        A consumer group's member (v9+) is answered only at its current epoch."""
         route = (self.coordinator.route(group_id) if self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, group_id)
                  else E.GROUP_AUTHORIZATION_FAILED)
+        if isinstance(route, Owned):
+            route = route.groups.fetch_check(group_id, member_id, member_epoch) or route
         if isinstance(route, Owned):
             try:  # a write of the group's whose outcome is unknown is read back first
                 await route.store.settle(group_id)
@@ -446,14 +529,13 @@ class Handlers:
 
     def list_groups(self, header, request, client):
         """Every group served here (v4+: of the states asked for; v5+: of the types asked
-        for, and with its type: all are classic until KIP-848's consumer groups are served)."""
-        if request.types_filter and GROUP_TYPE not in {t.lower() for t in request.types_filter}:
-            return m.ListGroupsResponse(error_code=E.NONE, groups=[])
+        for, classic or consumer, and with its type)."""
         wanted = {s.lower() for s in request.states_filter}
+        types = {t.lower() for t in request.types_filter}
         every = self.allowed(client, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
-        groups = [m.ListedGroup(group_id=gid, protocol_type=protocol_type, group_state=state, group_type=GROUP_TYPE)
-                  for gid, protocol_type, state, _ in sorted(self.coordinator.all_groups())
-                  if (not wanted or state.lower() in wanted)
+        groups = [m.ListedGroup(group_id=gid, protocol_type=protocol_type, group_state=state, group_type=kind)
+                  for gid, protocol_type, state, _, kind in sorted(self.coordinator.all_groups())
+                  if (not wanted or state.lower() in wanted) and (not types or kind in types)
                   and (every or self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, gid))]
         return m.ListGroupsResponse(error_code=E.NONE, groups=groups)
 
@@ -466,8 +548,9 @@ class Handlers:
                 described.append(m.DescribedGroup(error_code=route, group_id=group_id))
                 continue
             group = route.groups.group(group_id)
-            if group is None:  # offsets only: Empty; nothing at all: Dead, as Kafka answers
-                state = GroupState.EMPTY if group_id in route.store.durable else GroupState.DEAD
+            if group is None:  # offsets only: Empty; nothing at all, or a consumer group: Dead, as Kafka answers
+                consumer = group_id in route.groups.consumer_groups
+                state = GroupState.EMPTY if group_id in route.store.durable and not consumer else GroupState.DEAD
                 described.append(m.DescribedGroup(error_code=E.NONE, group_id=group_id, group_state=state.value))
                 continue
             stable = group.state == GroupState.STABLE
@@ -493,7 +576,7 @@ class Handlers:
         route = self.coordinator.route(group_id)
         if not isinstance(route, Owned):
             return route
-        group = route.groups.group(group_id)
+        group = route.groups.group(group_id) or route.groups.consumer_groups.get(group_id)
         if group is not None and group.members:
             return E.NON_EMPTY_GROUP
         if group is None and group_id not in route.store.durable and group_id not in route.store.groups:
@@ -504,6 +587,29 @@ class Handlers:
             return store_error_code(exc)
         route.groups.drop(group_id)
         return E.NONE
+
+
+def _invalid_heartbeat(request, version: int) -> str | None:
+    """What Kafka refuses INVALID_REQUEST in a ConsumerGroupHeartbeat before looking at
+    the group, or None. From v1 the member makes up its own id, even to join."""
+    epoch = request.member_epoch
+    if not request.member_id and (epoch != 0 or version >= 1):
+        return "MemberId can't be empty."
+    if request.instance_id == "":
+        return "InstanceId can't be empty."
+    if request.rack_id == "":
+        return "RackId can't be empty."
+    if epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
+        return "InstanceId can't be null."
+    if epoch == 0 and request.rebalance_timeout_ms == -1:
+        return "RebalanceTimeoutMs must be provided in first request."
+    if epoch == 0 and request.topic_partitions:
+        return "TopicPartitions must be empty when (re-)joining."
+    if epoch == 0 and request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+        return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+    if epoch < STATIC_LEAVE_EPOCH:
+        return "MemberEpoch is invalid."
+    return None
 
 
 def _entry(entry) -> tuple[int, int, str | None]:

@@ -54,17 +54,20 @@ def _partitions_for(consumer: KafkaConsumer, topic: str):
 
 class CK:
     """A confluent-kafka consumer that records what its rebalance callbacks saw: with a
-    cooperative strategy they see increments, and it applies them as librdkafka expects."""
+    cooperative strategy, or the consumer protocol (KIP-848, `group.protocol=consumer`:
+    the coordinator sets the timing and assigns), they see increments, and it applies them
+    as librdkafka expects."""
 
-    def __init__(self, bootstrap: str, group: str, *topics: str, on_revoke=None, strategy: str = "range", **config):
+    def __init__(self, bootstrap: str, group: str, *topics: str, on_revoke=None, strategy: str = "range",
+                 protocol: str = "classic", **config):
         self.assigned: set[tuple[str, int]] = set()
         self.history: list[tuple[str, set[tuple[str, int]]]] = []
         self.on_revoke = on_revoke
-        self.cooperative = strategy == "cooperative-sticky"
-        self.consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                                    "enable.auto.commit": False, "session.timeout.ms": 6000,
-                                    "heartbeat.interval.ms": 500, "log_level": 3,
-                                    "partition.assignment.strategy": strategy, **config})
+        self.cooperative = strategy == "cooperative-sticky" or protocol == "consumer"
+        classic = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "partition.assignment.strategy": strategy}
+        self.consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                                    "log_level": 3, "group.protocol": protocol,
+                                    **(classic if protocol == "classic" else {}), **config})
         self.consumer.subscribe(list(topics), on_assign=self._assign, on_revoke=self._revoke)
 
     def _assign(self, consumer, partitions):

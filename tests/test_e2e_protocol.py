@@ -13,7 +13,7 @@ from coordinator.admin import read_exactly
 from coordinator.topics.view import NO_TOPIC_ID
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build
-from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FETCH, FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP,
+from protocol.schemas import (API_VERSIONS, CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DESCRIBE_GROUPS, FETCH, FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP,
                               LIST_GROUPS, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
                               OFFSET_FOR_LEADER_EPOCH, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE)
 from tests.clients import RawConnection, RawMember, join_together
@@ -45,7 +45,9 @@ def raw(groupkeeper):
 def test_api_versions_advertises_exactly_what_is_served(raw):
     body = raw.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-    assert ranges[OFFSET_COMMIT.key] == (2, 8) and ranges[FIND_COORDINATOR.key] == (0, 4)
+    assert ranges[OFFSET_COMMIT.key] == (2, 9) and ranges[FIND_COORDINATOR.key] == (0, 4)
+    assert ranges[OFFSET_FETCH.key] == (1, 9)  # v9: KIP-848's member epochs; v10 names topics by id
+    assert ranges[CONSUMER_GROUP_HEARTBEAT.key] == (0, 1) and ranges[CONSUMER_GROUP_DESCRIBE.key] == (0, 0)
     # and the leader-only APIs, as every ZooKeeper-mode Kafka since 2.8 serves them
     assert {k: ranges.pop(k) for k in (PRODUCE.key, FETCH.key, LIST_OFFSETS.key, OFFSET_FOR_LEADER_EPOCH.key)} == {
         PRODUCE.key: (3, 9), FETCH.key: (4, 12), LIST_OFFSETS.key: (1, 6), OFFSET_FOR_LEADER_EPOCH.key: (2, 4)}
@@ -53,7 +55,7 @@ def test_api_versions_advertises_exactly_what_is_served(raw):
     assert ranges[SASL_HANDSHAKE.key] == (0, 1) and ranges[SASL_AUTHENTICATE.key] == (0, 2)
     assert raw.call(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == E.ILLEGAL_SASL_STATE
     assert raw.call(SASL_AUTHENTICATE, 2, {"auth_bytes": b"x"}).error_code == E.ILLEGAL_SASL_STATE
-    assert len(ranges) == 14
+    assert len(ranges) == 16
 
 
 def test_leader_only_requests_are_answered_as_a_broker_that_leads_nothing(groupkeeper):

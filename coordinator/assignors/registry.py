@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
-from . import BUILT_IN
+from . import BUILT_IN, CONSUMER_GROUP_ASSIGNORS
 from .base import Assignor
 
 ENTRY_POINT_GROUP = "groupkeeper.assignors"
@@ -53,3 +53,19 @@ def _instance(name: str, target: str, factory) -> Assignor:
     if not callable(getattr(assignor, "assign", None)):
         raise AssignorError(f"assignor {name!r}: {target} has no assign(members, partitions)")
     return assignor
+
+
+def consumer_group_assignors(names: list[str], loaded: dict[str, Assignor]) -> dict[str, Assignor]:
+    """The server-side assignors consumer-protocol groups may name (Kafka's
+    group.consumer.assignors): KIP-848's `uniform` and `range`, or a strategy registered as
+    above; the first is the default."""
+    if not names:
+        raise AssignorError("group_consumer_assignors: at least one assignor is needed")
+    chosen = {}
+    for name in names:
+        assignor = CONSUMER_GROUP_ASSIGNORS.get(name) or (loaded.get(name) if name not in BUILT_IN else None)
+        if assignor is None:
+            raise AssignorError(f"group_consumer_assignors: {name!r} is not a consumer group assignor (built in: "
+                                f"{', '.join(CONSUMER_GROUP_ASSIGNORS)}; or one registered under [assignors])")
+        chosen[name] = assignor
+    return chosen

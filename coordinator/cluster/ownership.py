@@ -33,11 +33,11 @@ from kazoo.exceptions import KazooException
 from protocol import ErrorCode
 
 from .. import logs, metrics
-from ..assignors import Assignor
+from ..assignors import CONSUMER_GROUP_ASSIGNORS, Assignor
 from ..events import DISCARD, EventSink
 from ..groups.group import GroupConfig
 from ..groups.manager import GroupSet
-from ..groups.snapshot import counted, restore
+from ..groups.snapshot import counted, is_consumer_group, restore, restore_consumer
 from ..groups.state import GroupState
 from ..store.bridge import ZooKeeperBridge
 from ..store.fence import Fence, NotOwner, Previous, StoreError, StoreUnavailable, release
@@ -50,6 +50,7 @@ from .membership import Instance, Membership
 from .placement import Placement, group_partitions, partition_for
 
 E = ErrorCode
+CLASSIC, CONSUMER = "classic", "consumer"  # KIP-848's group types
 HANDOVER_DRAIN = 5.0  # seconds a handover waits for writes in flight before it releases anyway
 RETRY = 0.5  # seconds between attempts at a ZooKeeper step that failed (disconnected)
 
@@ -76,7 +77,8 @@ class _Slot:
 class Coordinator:
     def __init__(self, zk: ZooKeeperBridge, guard: SessionGuard, topics: TopicView,
                  membership: Membership, group_config: GroupConfig, assignors: dict[str, Assignor],
-                 strict: bool = False, events: EventSink = DISCARD):
+                 strict: bool = False, events: EventSink = DISCARD,
+                 consumer_assignors: dict[str, Assignor] | None = None):
         self.zk = zk
         self.guard = guard
         self.topics = topics
@@ -84,6 +86,7 @@ class Coordinator:
         self.instance_id = membership.me.id
         self.group_config = group_config
         self.assignors = assignors
+        self.consumer_assignors = consumer_assignors if consumer_assignors is not None else dict(CONSUMER_GROUP_ASSIGNORS)
         self.strict = strict
         self.events = events
         self.writer = OffsetWriter(zk)  # every owned group-partition's offset writes
@@ -132,18 +135,22 @@ class Coordinator:
     def _invalid(self, group_id: str) -> bool:
         return len(group_id) > self.group_config.max_group_id_length
 
-    def all_groups(self) -> list[tuple[str, str, str, int]]:
-        """(group id, protocol type, state, members) of every group served here, including
-        groups that only have committed offsets (Empty, as Kafka lists them)."""
+    def all_groups(self) -> list[tuple[str, str, str, int, str]]:
+        """(group id, protocol type, state, members, group type) of every group served here,
+        including groups that only have committed offsets (Empty classic groups, as Kafka
+        lists them)."""
         if not self.guard.current():
             return []
         listed = []
         for owned in self.owned.values():
             if not owned.loaded.is_set() or owned.releasing:
                 continue
-            live = owned.groups.groups
-            listed += [(gid, g.protocol_type or "", g.state.value, len(g.members)) for gid, g in live.items()]
-            listed += [(gid, "", GroupState.EMPTY.value, 0) for gid in owned.store.durable if gid not in live]
+            live, consumer = owned.groups.groups, owned.groups.consumer_groups
+            listed += [(gid, g.protocol_type or "", g.state.value, len(g.members), CLASSIC)
+                       for gid, g in live.items()]
+            listed += [(gid, "consumer", g.state.value, len(g.members), CONSUMER) for gid, g in consumer.items()]
+            listed += [(gid, "", GroupState.EMPTY.value, 0, CLASSIC) for gid in owned.store.durable
+                       if gid not in live and gid not in consumer]
         return listed
 
     def placed_here(self) -> list[int]:
@@ -226,7 +233,8 @@ class Coordinator:
                                        self.group_config.max_offset_metadata_bytes)
                 owned = slot.owned = Owned(store, GroupSet(
                     self.group_config, self.assignors, self._partitions_of, store.write_group, self.strict,
-                    self.events, lease=self.guard.wait_current))
+                    self.events, lease=self.guard.wait_current, consumer_assignors=self.consumer_assignors,
+                    topic_counts=self.topics.partitions))
                 self.owned[n] = owned
                 self._touch()
                 self.events.emit("ownership_gained", None, partition=n, epoch=slot.fence.epoch, reason=reason)
@@ -290,7 +298,11 @@ class Coordinator:
                 await trio.sleep(RETRY)
         now = trio.current_time()
         for group_id, data in loaded.groups.items():
-            owned.groups.adopt(restore(group_id, data, now, self.group_config), counted(data))
+            if is_consumer_group(data):
+                owned.groups.adopt_consumer(restore_consumer(group_id, data, now, self.group_config.consumer,
+                                                             self.consumer_assignors, self.topics.partitions))
+            else:
+                owned.groups.adopt(restore(group_id, data, now, self.group_config), counted(data))
         metrics.GROUP_LOAD_SECONDS.observe(trio.current_time() - started)
         async with trio.open_nursery() as nursery:
             await nursery.start(owned.store.run_writer)

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -55,7 +55,8 @@ import re2
 
 from protocol import ErrorCode
 
-from ..assignors.base import Assignor, MemberSubscription
+from ..assignors import CONSUMER_GROUP_ASSIGNORS
+from ..assignors.base import Assignor, MemberSubscription, StrategyFailed, checked_assign
 
 E = ErrorCode
 TopicPartition = tuple[str, int]
@@ -118,13 +119,17 @@ class ConsumerGroup:
     group_id: str
     config: ConsumerGroupConfig
     assignors: dict[str, Assignor]
-    partitions: dict[str, int]  # the topics' partition counts, as the topic source knows them
+    partitions: Mapping[str, int]  # every topic's partition count, as the topic source knows them now
     new_member_id: Callable[[], str] = field(default=lambda: str(uuid.uuid4()))
     group_epoch: int = 0
     assignment_epoch: int = 0
+    assignor: str = ""  # the one the target was computed with
+    counted: dict[str, int] = field(default_factory=dict)  # the subscribed topics' counts the target used
     target: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     holders: dict[TopicPartition, str] = field(default_factory=dict)  # who holds (or is revoking) each
+    version: int = 0  # bumped by every change worth storing: the runtime writes when it moved
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (strategy, what went wrong), for the runtime
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -139,11 +144,23 @@ class ConsumerGroup:
 
     # -- the heartbeat ---------------------------------------------------------------------
 
-    def heartbeat(self, now: float, *, member_id: str, epoch: int, instance_id: str | None = None,
-                  rack_id: str | None = None, rebalance_timeout_ms: int = -1,
-                  subscribed: list[str] | None = None, regex: str | None = None, assignor: str | None = None,
-                  owned: list[TopicPartition] | None = None, client_id: str = "",
-                  client_host: str = "") -> HeartbeatReply:
+    def heartbeat(self, now: float, *, member_id: str, epoch: int, owned: list[TopicPartition] | None = None,
+                  **request) -> HeartbeatReply:
+        """A heartbeat answered at once: `update`, then `respond`."""
+        entered = self.update(now, member_id=member_id, epoch=epoch, owned=owned, **request)
+        if isinstance(entered, HeartbeatReply):
+            return entered
+        return self.respond(now, entered, epoch == 0, owned)
+
+    def update(self, now: float, *, member_id: str, epoch: int, instance_id: str | None = None,
+               rack_id: str | None = None, rebalance_timeout_ms: int = -1,
+               subscribed: list[str] | None = None, regex: str | None = None, assignor: str | None = None,
+               owned: list[TopicPartition] | None = None, client_id: str = "",
+               client_host: str = "") -> ConsumerMember | HeartbeatReply:
+        """The first half of a heartbeat: the member joins, leaves, or is checked and its
+        subscription kept (which may bump the group epoch); the answer when that is all
+        (a leave, an error), else the member, for `respond`. The runtime lets every heartbeat
+        that arrived together do this half before any responds, so they share one target."""
         if epoch < STATIC_LEAVE_EPOCH:
             return HeartbeatReply(E.INVALID_REQUEST)
         if epoch == LEAVE_EPOCH or epoch == STATIC_LEAVE_EPOCH:
@@ -171,19 +188,31 @@ class ConsumerGroup:
             member.regex, changed = regex or None, True
         if assignor is not None and assignor != member.assignor:
             member.assignor, changed = assignor, True
-        if rebalance_timeout_ms != -1:
+        if rebalance_timeout_ms != -1 and member.rebalance_timeout != rebalance_timeout_ms / 1000:
             member.rebalance_timeout = rebalance_timeout_ms / 1000
-        if rack_id is not None:
+            self.version += 1
+        if rack_id is not None and rack_id != member.rack_id:
             member.rack_id = rack_id
+            self.version += 1
         if changed and epoch != 0:
             self.group_epoch += 1
+            self.version += 1
         member.session_deadline = now + self.config.session_timeout
+        return member
+
+    def respond(self, now: float, member: ConsumerMember, joined: bool,
+                owned: list[TopicPartition] | None) -> HeartbeatReply:
+        """The second half: the target brought up to the group epoch if it is behind, the
+        member's next reconciliation step, and its answer (the assignment only when it
+        changed, or on a join, or when what the member reports differs)."""
+        if self.members.get(member.member_id) is not member:  # removed meanwhile (timed out, replaced)
+            return HeartbeatReply(E.UNKNOWN_MEMBER_ID)
         if self.assignment_epoch < self.group_epoch:
             self._assign()
         reported = None if owned is None else frozenset(owned)
         self._reconcile(now, member, reported)
         assignment = None
-        if epoch == 0 or member.sent != member.assigned or (reported is not None and reported != member.assigned):
+        if joined or member.sent != member.assigned or (reported is not None and reported != member.assigned):
             assignment = member.sent = member.assigned
         return HeartbeatReply(E.NONE, member.member_id, member.epoch, self.config.heartbeat_interval, assignment)
 
@@ -210,7 +239,7 @@ class ConsumerGroup:
             member.epoch = member.previous_epoch = replaced.previous_epoch
             member.state, member.assigned, member.revoking = replaced.state, replaced.assigned, replaced.revoking
             member.revocation_deadline = replaced.revocation_deadline
-            self._hold(member)
+            self.hold(member)
             if (member.subscribed, member.regex) != (replaced.subscribed, replaced.regex):
                 self.group_epoch += 1
         else:
@@ -218,6 +247,7 @@ class ConsumerGroup:
                 self._release(existing)
             self.group_epoch += 1
         self.members[member.member_id] = member
+        self.version += 1
         return member
 
     def _epoch_ok(self, member: ConsumerMember, epoch: int, owned) -> bool:
@@ -236,6 +266,7 @@ class ConsumerGroup:
             # its place, target and partitions kept for one session timeout, for its instance to come back
             member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE_EPOCH
             member.session_deadline = now + self.config.session_timeout
+            self.version += 1
             return HeartbeatReply(E.NONE, member_id, STATIC_LEAVE_EPOCH)
         self.remove(member_id)
         return HeartbeatReply(E.NONE, member_id, LEAVE_EPOCH)
@@ -249,14 +280,24 @@ class ConsumerGroup:
         name = max(sorted(set(named)), key=named.count) if named else self.config.default_assignor
         topics = {m.member_id: self.topics_of(m) for m in self.members.values()}
         subscriptions = [MemberSubscription(m.member_id, tuple(sorted(topics[m.member_id])), m.instance_id,
-                                            owned=_by_topic(self.target.get(m.member_id, frozenset())))
+                                            owned=by_topic(self.target.get(m.member_id, frozenset())))
                          for m in sorted(self.members.values(), key=lambda m: m.member_id)]
-        subscribed = set().union(*topics.values())
-        counts = {t: n for t, n in self.partitions.items() if t in subscribed}
-        assigned = self.assignors[name].assign(subscriptions, counts).partitions
+        counts = self._counts(set().union(*topics.values()))
+        assignor = self.assignors[name]
+        try:  # a strategy not shipped here is distrusted: its failure or wrong answer, and uniform's instead
+            assigned = checked_assign(assignor, subscriptions, counts,
+                                      check=assignor is not CONSUMER_GROUP_ASSIGNORS.get(name)).partitions
+        except StrategyFailed as exc:
+            self.failures.append((name, str(exc)))
+            name = "uniform"
+            assigned = CONSUMER_GROUP_ASSIGNORS[name].assign(subscriptions, counts).partitions
         self.target = {mid: frozenset((t, p) for t, ps in assigned.get(mid, {}).items() for p in ps)
                        for mid in self.members}
-        self.assignment_epoch = self.group_epoch
+        self.assignment_epoch, self.assignor, self.counted = self.group_epoch, name, counts
+        self.version += 1
+
+    def _counts(self, topics) -> dict[str, int]:
+        return {t: n for t in topics if (n := self.partitions.get(t, 0))}
 
     def _reconcile(self, now: float, member: ConsumerMember, owned: frozenset[TopicPartition] | None) -> None:
         target = self.target.get(member.member_id, frozenset())
@@ -268,20 +309,23 @@ class ConsumerGroup:
             member.revocation_deadline = None
         elif member.state is MemberState.STABLE and member.epoch == self.assignment_epoch:
             return
+        self.version += 1
         revoke = member.assigned - target
         if revoke:
             member.state, member.revoking = MemberState.UNREVOKED_PARTITIONS, revoke
             member.assigned = member.assigned & target
             member.revocation_deadline = now + member.rebalance_timeout
-            self._hold(member)
+            self.hold(member)
             return
         free = {tp for tp in target - member.assigned if self.holders.get(tp, member.member_id) == member.member_id}
         member.assigned = member.assigned | free
-        member.previous_epoch, member.epoch = member.epoch, self.assignment_epoch
+        if member.epoch != self.assignment_epoch:
+            member.previous_epoch, member.epoch = member.epoch, self.assignment_epoch
         member.state = MemberState.STABLE if member.assigned == target else MemberState.UNRELEASED_PARTITIONS
-        self._hold(member)
+        self.hold(member)
 
-    def _hold(self, member: ConsumerMember) -> None:
+    def hold(self, member: ConsumerMember) -> None:
+        """Note the member as holder of what it may use and what it is giving up."""
         for tp in member.assigned | member.revoking:
             self.holders[tp] = member.member_id
 
@@ -301,6 +345,7 @@ class ConsumerGroup:
         self._release(member)
         self.target.pop(member_id, None)
         self.group_epoch += 1
+        self.version += 1
 
     def expire(self, now: float) -> list[tuple[str, str]]:
         """Remove the members whose session ran out, or that did not give partitions up within
@@ -328,14 +373,18 @@ class ConsumerGroup:
             topics |= {t for t in self.partitions if not t.startswith("__") and pattern.fullmatch(t)}
         return topics
 
-    def topics_changed(self, partitions: dict[str, int]) -> None:
-        """New partition counts from the topic source: a change to what some member subscribes
-        to (a count, or a topic its expression matches appearing or going) bumps the group epoch."""
-        before = [self.topics_of(m) for m in self.members.values()]
-        old, self.partitions = self.partitions, dict(partitions)
-        after = [self.topics_of(m) for m in self.members.values()]
-        if before != after or any(old.get(t) != partitions.get(t) for t in set().union(*after, *before)):
-            self.group_epoch += 1
+    def topics_changed(self) -> bool:
+        """The topic source changed: if what the members subscribe to now differs from what
+        the target was computed for (a count, or a topic an expression matches appearing or
+        going), the group epoch is bumped; whether it was."""
+        if self.assignment_epoch < self.group_epoch or not self.members:
+            return False  # a new target is due anyway (and an empty group has none)
+        now = self._counts(set().union(*(self.topics_of(m) for m in self.members.values())))
+        if now == self.counted:
+            return False
+        self.group_epoch += 1
+        self.version += 1
+        return True
 
 
 _RE2_OPTIONS = re2.Options()
@@ -353,7 +402,7 @@ def _compiled(regex: str):
         return None
 
 
-def _by_topic(tps) -> dict[str, list[int]]:
+def by_topic(tps) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for topic, p in sorted(tps):
         out.setdefault(topic, []).append(p)

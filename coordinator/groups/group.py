@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from protocol import ErrorCode
 
+from .consumer_group import ConsumerGroupConfig
 from .state import TRANSITIONS, GroupState, IllegalTransition
 
 E = ErrorCode
@@ -36,6 +37,7 @@ class GroupConfig:
     max_record_bytes: int = 8 * 1024 * 1024  # a generation's members, as `record_bytes` counts them
     max_commit_partitions: int = 10_000  # partitions in one OffsetCommit; more: INVALID_COMMIT_OFFSET_SIZE
     max_offset_metadata_bytes: int = 1024 * 1024  # of a group's committed offsets' metadata, in all
+    consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)  # KIP-848 groups'
 
 
 @dataclass

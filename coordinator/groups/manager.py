@@ -1,13 +1,20 @@
 """The trio runtime of the groups of one group-partition: it feeds requests to the pure
-`Group`s, carries out what they ask for (assign, persist, wake waiting requests), and runs
-the one timer of the partition: a heap of (deadline, group) for every session, rebalance
-and pending-member timeout of every group, not a task per member."""
+`Group`s and `ConsumerGroup`s, carries out what they ask for (assign, persist, wake waiting
+requests), and runs the one timer of the partition: a heap of (deadline, group) for every
+session, rebalance and pending-member timeout of every group, not a task per member.
+
+A group id is a classic group or a consumer-protocol (KIP-848) group, not both: a
+ConsumerGroupHeartbeat for a classic group with members is refused GROUP_ID_NOT_FOUND, and
+a JoinGroup for a consumer group with members INCONSISTENT_GROUP_PROTOCOL; an empty group of
+the other kind is replaced. A consumer group's heartbeat is answered once the state it
+produced is stored (a new owner then goes on from it); one that changed nothing stored
+is answered at once."""
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +30,10 @@ from ..assignors.base import StrategyFailed, checked_assign
 from ..errors import store_error_code
 from ..events import DISCARD, EventSink
 from ..store.fence import NotOwner, StoreError, StoreUnavailable
+from .consumer_group import LEAVE_EPOCH, ConsumerGroup, HeartbeatReply
 from .group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
                     PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait)
-from .snapshot import snapshot
+from .snapshot import consumer_snapshot, snapshot
 from .state import GroupState
 
 E = ErrorCode
@@ -38,13 +46,27 @@ class _Waiter:
     reply: Any = None
 
 
+@dataclass
+class _Write:
+    """A consumer group's record write under way: the version it stores, and how it ended."""
+    version: int
+    done: trio.Event
+    error: ErrorCode = E.NONE
+
+
 class GroupSet:
     """The groups of one group-partition, with their timer."""
 
     def __init__(self, config: GroupConfig, assignors: dict[str, Assignor],
                  partitions_of: Callable[[str], int], persist: Persist, strict: bool = False,
-                 events: EventSink = DISCARD, lease: Callable[[], Awaitable[None]] | None = None):
+                 events: EventSink = DISCARD, lease: Callable[[], Awaitable[None]] | None = None,
+                 consumer_assignors: dict[str, Assignor] | None = None, topic_counts: Mapping[str, int] | None = None):
         self.config = config
+        self.consumer_assignors = consumer_assignors or {}  # the server-side assignors of consumer groups
+        self.topic_counts = topic_counts if topic_counts is not None else {}  # every topic's, kept current by the source
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self._stored: dict[str, int] = {}  # consumer group -> the version of it last stored
+        self._writes: dict[str, _Write] = {}  # consumer group -> its write under way
         self.lease = lease  # returns once this instance may act as owner (no expiries while it may not)
         self.events = events
         self.assignors = assignors
@@ -96,12 +118,18 @@ class GroupSet:
                     if group is not None:
                         group.tick(now)
                         self._settle(group, now)
+                    elif group_id in self.consumer_groups:
+                        self._expire(self.consumer_groups[group_id], now)
 
     def _schedule(self, group_id: str, now: float) -> None:
         """Wake for the group's next deadline. A heartbeat moves a deadline later, which
         needs no new entry: the group ticks at the old one and is scheduled again then."""
         group = self.groups.get(group_id)
-        deadline = group.next_deadline(now) if group is not None else None
+        if group is not None:
+            deadline = group.next_deadline(now)
+        else:
+            consumer_group = self.consumer_groups.get(group_id)
+            deadline = consumer_group.next_deadline() if consumer_group is not None else None
         armed = self._armed.get(group_id)
         if deadline is None or (armed is not None and armed <= deadline):
             return
@@ -248,9 +276,150 @@ class GroupSet:
         """In strict mode, a member must offer at least one strategy known here."""
         return not self.strict or any(name in self.assignors for name, _ in protocols)
 
+    # -- consumer-protocol groups (KIP-848) -------------------------------------------------
+
+    async def consumer_heartbeat(self, group_id: str, *, member_id: str, epoch: int,
+                                 owned: list[tuple[str, int]] | None, **request) -> HeartbeatReply:
+        """A ConsumerGroupHeartbeat: `ConsumerGroup.update`, a checkpoint so that every
+        heartbeat that arrived with it updates first (many joining together: one target
+        computed for them all, not one each), `respond`, then the state stored if it moved."""
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            classic = self.groups.get(group_id)
+            if classic is not None and classic.members:
+                return HeartbeatReply(E.GROUP_ID_NOT_FOUND)  # a classic group's, until it is empty
+            if epoch != 0:  # not GROUP_ID_NOT_FOUND as Kafka: clients take that as fatal, this they rejoin after
+                return HeartbeatReply(E.UNKNOWN_MEMBER_ID)
+            group = ConsumerGroup(group_id, self.config.consumer, self.consumer_assignors, self.topic_counts)
+        now = trio.current_time()
+        entered = group.update(now, member_id=member_id, epoch=epoch, owned=owned, **request)
+        if isinstance(entered, HeartbeatReply):
+            reply = entered
+        else:
+            self._adopt_new(group)
+            for topic in entered.subscribed:  # a topic not known yet: the source looks for it
+                if topic not in self.topic_counts:
+                    self.partitions_of(topic)
+            await trio.lowlevel.checkpoint()
+            now = trio.current_time()
+            reply = group.respond(now, entered, epoch == 0, owned)
+            if epoch == 0 and reply.error == E.NONE:
+                self._member_joined(group, entered)
+        if epoch in (LEAVE_EPOCH, -2) and reply.error == E.NONE:
+            self._member_removed(group, member_id, "left" if epoch == LEAVE_EPOCH else "left (static)")
+        self._consumer_settled(group, now)
+        if group_id not in self.consumer_groups:
+            return reply  # refused before the group ever lived
+        error = await self._stored_now(group)
+        return reply if error == E.NONE else HeartbeatReply(error)
+
+    def _adopt_new(self, group: ConsumerGroup) -> None:
+        """A consumer group that has just got its first member takes the id: an empty classic
+        group of the same id is replaced (its committed offsets stay)."""
+        if group.group_id not in self.consumer_groups:
+            self.consumer_groups[group.group_id] = group
+            self.groups.pop(group.group_id, None)
+            self._armed.pop(group.group_id, None)
+
+    def _consumer_settled(self, group: ConsumerGroup, now: float) -> None:
+        """What the pure group leaves for the runtime: strategy failures reported, the timer re-armed."""
+        while group.failures:
+            strategy, error = group.failures.pop(0)
+            self.log.error("strategy failed, uniform assigns", group=group.group_id, group_epoch=group.group_epoch,
+                           strategy=strategy, error=error)
+            metrics.ASSIGNOR_FAILURES.labels(strategy).inc()
+        self._schedule(group.group_id, now)
+
+    def _member_joined(self, group: ConsumerGroup, member) -> None:
+        self.log.info("member joined", group=group.group_id, group_epoch=group.group_epoch,
+                      member=member.member_id, client_id=member.client_id, host=member.client_host)
+        self.events.emit("member_joined", group.group_id, generation=group.group_epoch, member=member.member_id,
+                         instance_id=member.instance_id, client_id=member.client_id, host=member.client_host)
+
+    def _member_removed(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
+        metrics.MEMBERS_REMOVED.labels(reason).inc()
+        if reason == "session timeout":
+            metrics.SESSION_EXPIRATIONS.inc()
+        self.log.info("member removed", group=group.group_id, group_epoch=group.group_epoch, member=member_id,
+                      reason=reason)
+        self.events.emit("member_left" if reason.startswith("left") else "member_expired", group.group_id,
+                         generation=group.group_epoch, member=member_id, reason=reason)
+
+    def _expire(self, group: ConsumerGroup, now: float) -> None:
+        for member_id, reason in group.expire(now):
+            self._member_removed(group, member_id, reason)
+        self._consumer_settled(group, now)
+        if self._stored.get(group.group_id, -1) < group.version:
+            self._nursery.start_soon(self._stored_now, group)
+
+    async def _stored_now(self, group: ConsumerGroup) -> ErrorCode:
+        """Return once the group as it is now is stored (NONE), or the error of the write that
+        should have stored it. One write of a group at a time; whoever finds the stored
+        version behind after it writes again, so changes made during a write share the next."""
+        wanted = group.version
+        while self._stored.get(group.group_id, -1) < wanted:
+            running = self._writes.get(group.group_id)
+            if running is not None:
+                await running.done.wait()
+                if running.error != E.NONE and running.version >= wanted:
+                    return running.error
+                continue
+            write = self._writes[group.group_id] = _Write(group.version, trio.Event())
+            try:
+                await self.persist(group.group_id, consumer_snapshot(group))
+                self._stored[group.group_id] = max(write.version, self._stored.get(group.group_id, -1))
+            except (NotOwner, StoreUnavailable, StoreError) as exc:
+                self.log.warning("storing the consumer group failed", group=group.group_id,
+                                 group_epoch=group.group_epoch, error=str(exc))
+                write.error = store_error_code(exc)
+                return write.error
+            finally:
+                del self._writes[group.group_id]
+                write.done.set()
+        return E.NONE
+
+    def fetch_check(self, group_id: str, member_id: str | None, epoch: int) -> ErrorCode:
+        """Whether an OffsetFetch (v9+) naming a member may be answered: a consumer group's
+        member at its epoch; anyone, for a classic group or without a member."""
+        group = self.consumer_groups.get(group_id)
+        if group is None or (member_id is None and epoch < 0):
+            return E.NONE
+        return self.member_epoch_check(group, member_id or "", epoch)
+
+    @staticmethod
+    def member_epoch_check(group: ConsumerGroup, member_id: str, epoch: int) -> ErrorCode:
+        """Kafka's rule for a consumer group member's commit or fetch: its epoch, or
+        FENCED_MEMBER_EPOCH (ahead) / STALE_MEMBER_EPOCH (behind). No member and a negative
+        epoch: an administrator's or a standalone consumer's commit, only while the group is empty."""
+        if epoch < 0 and not member_id:
+            return E.NONE if not group.members else E.UNKNOWN_MEMBER_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if epoch > member.epoch:
+            return E.FENCED_MEMBER_EPOCH
+        if epoch < member.epoch:
+            return E.STALE_MEMBER_EPOCH
+        return E.NONE
+
+    def adopt_consumer(self, group: ConsumerGroup) -> None:
+        """A consumer group loaded by a new owner: it is stored as it is."""
+        self.consumer_groups[group.group_id] = group
+        self._stored[group.group_id] = group.version
+
+    def _drop_consumer(self, group_id: str) -> None:
+        self.consumer_groups.pop(group_id, None)
+        self._stored.pop(group_id, None)
+        self._armed.pop(group_id, None)
+
     # -- requests -------------------------------------------------------------------------
 
     async def join(self, group_id: str, **request) -> JoinReply:
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                return JoinReply(request["member_id"], E.INCONSISTENT_GROUP_PROTOCOL)
+            self._drop_consumer(group_id)
         group = self.group(group_id, create=True)
         now = trio.current_time()
         reply = group.join(now, **request)
@@ -297,7 +466,16 @@ class GroupSet:
         self._settle(group, now)
         return errors
 
-    def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
+    def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None,
+                     member_epochs: bool = False) -> ErrorCode:
+        """Whether a commit may be taken: a classic member's generation, or a consumer group
+        member's epoch (`member_epochs`: OffsetCommit v9+, which they must use)."""
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = self.member_epoch_check(consumer_group, member_id, generation)
+            if error == E.NONE and member_id and not member_epochs:
+                return E.UNSUPPORTED_VERSION  # a consumer-protocol member committing as a classic one
+            return error
         group = self.group(group_id)
         if group is None:
             return E.NONE if generation < 0 else E.ILLEGAL_GENERATION
@@ -312,6 +490,7 @@ class GroupSet:
         already counted `partitions` of the same topic (the change was read before its
         notification arrived; a re-created topic is another topic, whatever its count)."""
         now = trio.current_time()
+        self._consumer_topics_changed(now)
         for group in list(self.groups.values()):
             if group.state not in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
                 continue
@@ -331,6 +510,7 @@ class GroupSet:
         than the registry shows now (the previous owner died before it could act on the
         change) is rebalanced."""
         now = trio.current_time()
+        self._consumer_topics_changed(now)
         for group in list(self.groups.values()):
             if group.state != GroupState.STABLE:
                 continue
@@ -341,16 +521,28 @@ class GroupSet:
                 group.request_rebalance(now, f"partitions of {changed[0]} changed")
                 self._settle(group, now)
 
+    def _consumer_topics_changed(self, now: float) -> None:
+        """Consumer groups whose subscribed topics changed get a new group epoch (stored;
+        the members learn of their new targets from their next heartbeats)."""
+        if self._nursery is None:  # not serving yet: check_topics looks once it is
+            return
+        for group in self.consumer_groups.values():
+            if group.topics_changed():
+                self.log.info("subscribed topics changed", group=group.group_id, group_epoch=group.group_epoch)
+                self._nursery.start_soon(self._stored_now, group)
+
     def unload(self) -> None:
         """The group-partition is handed over: every group is Dead here, and requests waiting
         for a generation are answered NOT_COORDINATOR (their clients find the new owner)."""
         now = trio.current_time()
+        self.consumer_groups.clear()
         for group in list(self.groups.values()):
             if group.state != GroupState.DEAD:
                 group.mark_dead()
                 self._settle(group, now)
 
     def drop(self, group_id: str) -> None:
+        self._drop_consumer(group_id)
         group = self.groups.get(group_id)
         if group is not None:
             group.mark_dead()

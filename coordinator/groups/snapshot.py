@@ -1,10 +1,14 @@
-"""A group's generation as stored in ZooKeeper, and a group rebuilt from it on load."""
+"""A group as stored in ZooKeeper, and the group rebuilt from it on load: a classic group's
+generation, or a consumer-protocol group's epochs, target and members (`"type": "consumer"`)."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Any
 
+from ..assignors.base import Assignor
+from .consumer_group import ConsumerGroup, ConsumerGroupConfig, ConsumerMember, MemberState, by_topic
 from .group import Group, GroupConfig, Member
 from .state import GroupState
 
@@ -58,3 +62,52 @@ def restore(group_id: str, data: dict[str, Any], now: float, config: GroupConfig
 def counted(data: dict[str, Any]) -> dict[str, int]:
     """The partition counts a stored generation was computed for."""
     return dict(data.get("counted", {}))
+
+
+def is_consumer_group(data: dict[str, Any]) -> bool:
+    return data.get("type") == "consumer"
+
+
+def consumer_snapshot(group: ConsumerGroup) -> dict[str, Any]:
+    """Everything a new owner needs to go on without a member noticing: the epochs, the
+    target, and each member's epoch, state and partitions."""
+    return {
+        "version": 1,
+        "type": "consumer",
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "assignor": group.assignor,
+        "counted": group.counted,
+        "members": [{
+            "id": m.member_id, "instance": m.instance_id, "rack": m.rack_id, "client_id": m.client_id,
+            "host": m.client_host, "rebalance_timeout": m.rebalance_timeout, "subscribed": list(m.subscribed),
+            "regex": m.regex, "assignor": m.assignor, "epoch": m.epoch, "previous_epoch": m.previous_epoch,
+            "state": m.state.value, "assigned": by_topic(m.assigned), "revoking": by_topic(m.revoking),
+            "target": by_topic(group.target.get(m.member_id, ())),
+        } for m in group.members.values()],
+    }
+
+
+def restore_consumer(group_id: str, data: dict[str, Any], now: float, config: ConsumerGroupConfig,
+                     assignors: dict[str, Assignor], partitions: Mapping[str, int]) -> ConsumerGroup:
+    """A loaded consumer group, each member given a full session (and rebalance timeout, if
+    it is giving partitions up) to reach its new coordinator."""
+    group = ConsumerGroup(group_id, config, assignors, partitions, group_epoch=data["group_epoch"],
+                          assignment_epoch=data["assignment_epoch"], assignor=data["assignor"],
+                          counted=dict(data["counted"]))
+    for m in data["members"]:
+        revoking = _partitions(m["revoking"])
+        member = ConsumerMember(
+            m["id"], m["instance"], m["rack"], m["client_id"], m["host"], m["rebalance_timeout"],
+            tuple(m["subscribed"]), m["regex"], m["assignor"], m["epoch"], m["previous_epoch"],
+            MemberState(m["state"]), _partitions(m["assigned"]), revoking,
+            session_deadline=now + config.session_timeout,
+            revocation_deadline=now + m["rebalance_timeout"] if revoking else None)
+        group.members[member.member_id] = member
+        group.target[member.member_id] = _partitions(m["target"])
+        group.hold(member)
+    return group
+
+
+def _partitions(by_topic_: dict[str, list[int]]) -> frozenset[tuple[str, int]]:
+    return frozenset((t, p) for t, ps in by_topic_.items() for p in ps)

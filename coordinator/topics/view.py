@@ -64,6 +64,7 @@ class TopicView:
         self.replicas: dict[str, dict[int, list[int]]] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
+        self.names_by_id: dict[uuid.UUID, str] = {}  # the same, the other way (topics that have an id)
         self.brokers: dict[int, Broker] = {}
         self.cluster_id: str | None = None  # the Kafka cluster's, where known: clients check it
         self.controller_id: int | None = None  # the cluster's controller broker, where known
@@ -99,6 +100,8 @@ class TopicView:
         self.partitions[name] = new
         self.replicas[name] = replicas
         self.topic_ids[name] = topic_id
+        if topic_id != NO_TOPIC_ID:
+            self.names_by_id[topic_id] = name
         if recreated:
             self._announce(TopicChange(name, 0, new, recreated=True))
         elif new > (old or 0):
@@ -110,7 +113,8 @@ class TopicView:
         for p in range(old or 0):
             self.states.pop((name, p), None)
         self.replicas.pop(name, None)
-        self.topic_ids.pop(name, None)
+        if (topic_id := self.topic_ids.pop(name, None)) is not None:
+            self.names_by_id.pop(topic_id, None)
         if announce and old:
             self._announce(TopicChange(name, old, 0))
 
