@@ -4,11 +4,21 @@ members reconcile a step per heartbeat."""
 
 from __future__ import annotations
 
-import pytest
-from confluent_kafka import TopicPartition as CKPartition
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 
-from tests.clients import CK, poll_until
-from tests.coordinator_process import CoordinatorProcess
+import pytest
+from confluent_kafka import ConsumerGroupType, KafkaException
+from confluent_kafka import TopicPartition as CKPartition
+from confluent_kafka.admin import AdminClient
+
+from protocol import ErrorCode as E
+from protocol.schemas import CONSUMER_GROUP_DESCRIBE, OFFSET_COMMIT, OFFSET_FETCH
+from tests.clients import CK, RawConnection, find_coordinator, poll_until
+from tests.coordinator_process import CoordinatorProcess, cluster
 
 TOPIC, PARTITIONS = "orders", 6
 ALL = {(TOPIC, p) for p in range(PARTITIONS)}
@@ -70,3 +80,165 @@ def test_members_reconcile_incrementally_and_only_moved_partitions_are_revoked(g
         for member in (first, second):
             if member is not None:
                 member.consumer.close()
+
+
+def test_a_killed_member_loses_its_partitions_after_the_session_timeout(groupkeeper, tmp_path):
+    script = tmp_path / "victim.py"
+    script.write_text(textwrap.dedent(f"""
+        from confluent_kafka import Consumer
+        c = Consumer({{"bootstrap.servers": {groupkeeper.bootstrap!r}, "group.id": "kill",
+                      "group.protocol": "consumer", "enable.auto.commit": False, "log_level": 3}})
+        c.subscribe([{TOPIC!r}], on_assign=lambda c, ps: c.incremental_assign(ps),
+                    on_revoke=lambda c, ps: c.incremental_unassign(ps))
+        while not c.assignment():
+            c.poll(0.1)
+        print("assigned", flush=True)
+        while True:
+            c.poll(0.1)
+    """))
+    victim = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert victim.stdout.readline().strip() == "assigned"
+        survivor = consumer(groupkeeper, "kill")
+        try:
+            poll_until(lambda: survivor.assigned and len(survivor.assigned) == 3, survivor)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(timeout=10)
+            killed = time.monotonic()
+            poll_until(lambda: survivor.assigned == ALL, survivor, timeout=30)
+            assert time.monotonic() - killed >= 5.0  # after the 6 s session timeout, not before
+            groupkeeper.wait_for_log("member removed", group="kill", reason="session timeout")
+        finally:
+            survivor.consumer.close()
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(timeout=10)
+
+
+def test_a_static_member_restarted_gets_its_partitions_back_and_the_other_sees_nothing(groupkeeper):
+    first = consumer(groupkeeper, "static", **{"group.instance.id": "one"})
+    second = consumer(groupkeeper, "static", **{"group.instance.id": "two"})
+    again = None
+    try:
+        poll_until(lambda: settled(first, second) and len(first.assigned) == 3, first, second)
+        had, seen = set(first.assigned), len(second.history)
+        first.consumer.close()  # a static member's leave (epoch -2): its place is kept
+        groupkeeper.wait_for_log("member removed", group="static", reason="left (static)")
+        again = consumer(groupkeeper, "static", **{"group.instance.id": "one"})
+        poll_until(lambda: again.assigned == had, again, second)
+        for _ in range(10):  # the other member keeps polling: nothing is revoked from it or given to it
+            second.poll()
+        assert len(second.history) == seen and settled(again, second)
+    finally:
+        second.consumer.close()
+        if again is not None:
+            again.consumer.close()
+
+
+def test_a_regular_expression_takes_in_a_topic_created_later(groupkeeper):
+    ck = consumer(groupkeeper, "pattern", "^orders-.*")
+    try:
+        groupkeeper.topic("orders-eu", 2)
+        poll_until(lambda: ck.assigned == {("orders-eu", 0), ("orders-eu", 1)}, ck)
+        groupkeeper.topic("orders-us", 1)
+        groupkeeper.topic("payments", 1)  # does not match
+        poll_until(lambda: ck.assigned == {("orders-eu", 0), ("orders-eu", 1), ("orders-us", 0)}, ck)
+    finally:
+        ck.consumer.close()
+
+
+def test_admin_clients_see_a_consumer_group_as_one(groupkeeper):
+    ck = consumer(groupkeeper, "admin-view", **{"client.id": "ck-848"})
+    classic = CK(groupkeeper.bootstrap, "old-style", TOPIC)
+    try:
+        poll_until(lambda: ck.assigned == ALL and classic.assigned == ALL, ck, classic)
+        admin = AdminClient({"bootstrap.servers": groupkeeper.bootstrap})
+        described = admin.describe_consumer_groups(["admin-view"])["admin-view"].result(timeout=30)
+        assert described.type == ConsumerGroupType.CONSUMER and str(described.state).endswith("STABLE")
+        assert [(m.client_id, {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions})
+                for m in described.members] == [("ck-848", ALL)]
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=30)
+        assert [g.group_id for g in listed.valid] == ["admin-view"]
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(timeout=30)
+        assert [g.group_id for g in listed.valid] == ["old-style"]
+    finally:
+        ck.consumer.close()
+        classic.consumer.close()
+
+
+def test_commits_carry_member_epochs_and_a_stale_one_is_refused(groupkeeper):
+    ck = consumer(groupkeeper, "epochs")
+    raw = RawConnection(groupkeeper.port)
+    try:
+        poll_until(lambda: ck.assigned == ALL, ck)
+        member = raw.call(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["epochs"]}).groups[0].members[0]
+
+        def commit(version: int, member_id: str, epoch: int) -> set:
+            answer = raw.call(OFFSET_COMMIT, version, {
+                "group_id": "epochs", "generation_id_or_member_epoch": epoch, "member_id": member_id,
+                "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 7}]}]})
+            return {p.error_code for t in answer.topics for p in t.partitions}
+
+        assert commit(9, member.member_id, member.member_epoch) == {E.NONE}
+        assert commit(9, member.member_id, member.member_epoch - 1) == {E.STALE_MEMBER_EPOCH}
+        assert commit(9, member.member_id, member.member_epoch + 1) == {E.FENCED_MEMBER_EPOCH}
+        assert commit(9, "someone-else", member.member_epoch) == {E.UNKNOWN_MEMBER_ID}
+        assert commit(8, member.member_id, member.member_epoch) == {E.UNSUPPORTED_VERSION}
+        assert commit(9, "", -1) == {E.UNKNOWN_MEMBER_ID}  # an administrator's, while the group has members
+
+        def fetch(member_id, epoch):
+            group = raw.call(OFFSET_FETCH, 9, {"groups": [{"group_id": "epochs", "member_id": member_id,
+                                                           "member_epoch": epoch, "topics": None}]}).groups[0]
+            return group.error_code, [(p.partition_index, p.committed_offset) for t in group.topics
+                                      for p in t.partitions]
+
+        assert fetch(member.member_id, member.member_epoch) == (E.NONE, [(0, 7)])
+        assert fetch(member.member_id, member.member_epoch - 1)[0] == E.STALE_MEMBER_EPOCH
+        assert fetch(None, -1) == (E.NONE, [(0, 7)])  # an administrator's read
+    finally:
+        raw.close()
+        ck.consumer.close()
+
+
+def test_a_new_owner_goes_on_from_the_stored_epochs_and_no_member_rejoins(zookeeper, tmp_path):
+    """The coordinator of a settled consumer group is killed: the instance that takes its
+    group-partition over loads the epochs and assignments, and the members go on with them
+    (no partition revoked or given, no member joining again), their commits accepted."""
+    a, b = cluster(zookeeper, tmp_path, 2, zk_session_timeout=3.0, **FAST)
+    for process in (a, b):
+        process.start()
+    try:
+        a.topic(TOPIC, PARTITIONS)
+        RawConnection(b.port).wait_for_topic(TOPIC, PARTITIONS)
+        group = next(g for i in range(1000) if find_coordinator([a.port], g := f"moving-{i}") == a.port)
+        both = f"{a.bootstrap},{b.bootstrap}"
+        first = CK(both, group, TOPIC, protocol="consumer")
+        second = CK(both, group, TOPIC, protocol="consumer")
+        try:
+            poll_until(lambda: settled(first, second) and len(first.assigned) == 3, first, second)
+            histories = (len(first.history), len(second.history))
+            a.signal(signal.SIGKILL)
+            b.wait_for_log("group-partition gained", timeout=30, reason="failover")
+            offsets = [CKPartition(t, p, 40 + p) for t, p in sorted(first.assigned)]
+            deadline = time.monotonic() + 30
+            while True:  # the first commits may reach no coordinator yet: an application retries
+                try:
+                    first.consumer.commit(offsets=offsets, asynchronous=False)
+                    break
+                except KafkaException:
+                    assert time.monotonic() < deadline, "no commit accepted by the new owner"
+                    first.poll()
+            for _ in range(20):  # several heartbeats with the new owner
+                first.poll()
+                second.poll()
+            assert (len(first.history), len(second.history)) == histories and settled(first, second)
+            assert not [e for e in b.events() if e.get("event") == "member joined" and e.get("group") == group]
+            committed = first.consumer.committed([CKPartition(t, p) for t, p in sorted(first.assigned)], timeout=30)
+            assert [p.offset for p in committed] == [o.offset for o in offsets]
+        finally:
+            first.consumer.close()
+            second.consumer.close()
+    finally:
+        for process in (a, b):
+            process.stop()
