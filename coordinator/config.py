@@ -52,6 +52,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "group_consumer_heartbeat_interval_ms": (int, 5_000),
     "group_consumer_max_size": (int, 0),  # members; 0: no limit
     "group_consumer_assignors": (list, ["uniform", "range"]),  # server-side assignors; the first is the default
+    "group_consumer_migration_policy": (str, "bidirectional"),  # disabled, upgrade, downgrade, bidirectional
     "group_id_max_length": (int, 1024),  # characters; longer group ids: INVALID_GROUP_ID
     "group_max_record_bytes": (int, 8 * 1024 * 1024),  # a generation's stored members; more: GROUP_MAX_SIZE_REACHED
     "offset_commit_max_partitions": (int, 10_000),  # in one OffsetCommit; more: INVALID_COMMIT_OFFSET_SIZE

@@ -19,6 +19,7 @@ from .listeners import Listener, parse_listeners
 from .events import DISCARD, EventLog
 from .groups.consumer_group import ConsumerGroupConfig
 from .groups.group import GroupConfig
+from .groups.migration import POLICIES
 from .cluster.membership import AlreadyRegistered, Instance, Membership
 from .cluster.ownership import Coordinator
 from .handlers import Handlers
@@ -56,6 +57,9 @@ async def run(config: dict[str, Any]) -> None:
         consumer_assignors = consumer_group_assignors(config["group_consumer_assignors"], assignors)
     except AssignorError as exc:
         raise StartupError(str(exc)) from None
+    if config["group_consumer_migration_policy"] not in POLICIES:
+        raise StartupError(f"group_consumer_migration_policy must be one of {', '.join(POLICIES)}, "
+                           f"not {config['group_consumer_migration_policy']!r}")
     if config["group_consumer_heartbeat_interval_ms"] >= config["group_consumer_session_timeout_ms"]:
         raise StartupError("group_consumer_heartbeat_interval_ms must be less than "
                            "group_consumer_session_timeout_ms")
@@ -212,7 +216,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             nursery.start_soon(_watch_zookeeper_data, hosts, heap, log)
             if config["metrics_listen"]:
                 metrics.REGISTRY.register(metrics.GroupsCollector(
-                    lambda: ((gid, state, members) for gid, _, state, members, _ in coordinator.all_groups()),
+                    lambda: ((gid, state, members, kind) for gid, _, state, members, kind in coordinator.all_groups()),
                     lambda: len(coordinator.owned), lambda: coordinator.group_partitions,
                     lambda: len(membership.live), config["metrics_group_series"]))
                 m_host, m_port = _address(config["metrics_listen"])
@@ -316,4 +320,5 @@ def _group_config(config: dict[str, Any]) -> GroupConfig:
                        config["group_max_offset_metadata_bytes"], ConsumerGroupConfig(
                            config["group_consumer_session_timeout_ms"] / 1000,
                            config["group_consumer_heartbeat_interval_ms"] / 1000,
-                           config["group_consumer_max_size"], config["group_consumer_assignors"][0]))
+                           config["group_consumer_max_size"], config["group_consumer_assignors"][0],
+                           config["group_consumer_migration_policy"]))

@@ -64,6 +64,14 @@ REBALANCE_SECONDS = Histogram(
     buckets=_SECONDS, registry=REGISTRY)
 SESSION_EXPIRATIONS = Counter("groupkeeper_session_expirations_total",
                               "Members removed because their session timed out.", registry=REGISTRY)
+CONSUMER_GROUP_EPOCH_BUMPS = Counter(
+    "groupkeeper_consumer_group_epoch_bumps_total",
+    "Group epochs of consumer-protocol (KIP-848) groups bumped: their rebalances (a member "
+    "joined, left or changed its subscription, or subscribed topics changed).", registry=REGISTRY)
+GROUP_MIGRATIONS = Counter(
+    "groupkeeper_group_migrations_total",
+    "Groups converted between the protocols online: upgrade (classic to consumer) or downgrade.",
+    ["direction"], registry=REGISTRY)
 MEMBERS_REMOVED = Counter("groupkeeper_members_removed_total",
                           "Members removed from their group, by reason.", ["reason"], registry=REGISTRY)
 GROUP_FULL_REFUSALS = Counter(
@@ -235,13 +243,13 @@ def reason_kind(reason: str) -> str:
 
 
 class GroupsCollector:
-    """Gauges read from the coordinator per scrape: groups by state, members (per group for
+    """Gauges read from the coordinator per scrape: groups by type and state, members (per group for
     the `per_group` largest groups, the rest in one series without a group label), owned and
     total group-partitions, live instances."""
 
-    def __init__(self, groups: Callable[[], Iterable[tuple[str, str, int]]], owned: Callable[[], int],
+    def __init__(self, groups: Callable[[], Iterable[tuple[str, str, int, str]]], owned: Callable[[], int],
                  total: Callable[[], int], live: Callable[[], int], per_group: int):
-        self.groups = groups  # (group id, state, members)
+        self.groups = groups  # (group id, state, members, type)
         self.owned = owned
         self.total = total
         self.live = live
@@ -249,19 +257,19 @@ class GroupsCollector:
 
     def collect(self):
         listed = list(self.groups())
-        by_state = GaugeMetricFamily("groupkeeper_groups", "Groups this instance coordinates, by state.",
-                                     labels=["state"])
-        for state, count in sorted(Tally(state for _, state, _ in listed).items()):
-            by_state.add_metric([state], count)
+        by_state = GaugeMetricFamily("groupkeeper_groups", "Groups this instance coordinates, by type and state.",
+                                     labels=["type", "state"])
+        for (kind, state), count in sorted(Tally((kind, state) for _, state, _, kind in listed).items()):
+            by_state.add_metric([kind, state], count)
         yield by_state
         members = GaugeMetricFamily(
             "groupkeeper_group_members",
             "Members of the groups this instance coordinates: the largest groups by name, the rest "
             "summed in the series without a group label.", labels=["group"])
         largest = heapq.nsmallest(self.per_group, listed, key=lambda g: (-g[2], g[0]))
-        for group_id, _, count in largest:
+        for group_id, _, count, _ in largest:
             members.add_metric([group_id], count)
-        members.add_metric([""], sum(count for _, _, count in listed) - sum(count for _, _, count in largest))
+        members.add_metric([""], sum(g[2] for g in listed) - sum(g[2] for g in largest))
         yield members
         yield GaugeMetricFamily("groupkeeper_owned_group_partitions",
                                 "Group-partitions this instance owns.", value=self.owned())

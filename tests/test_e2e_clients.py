@@ -174,7 +174,7 @@ def test_the_metrics_endpoint_counts_what_the_group_did(groupkeeper):
     assert samples[("groupkeeper_rebalance_duration_seconds_count", ())] >= 1
     assert samples[("groupkeeper_requests_total", (("api", "JoinGroup"), ("error", "NONE")))] >= 1
     assert samples[("groupkeeper_requests_total", (("api", "SyncGroup"), ("error", "NONE")))] >= 1
-    assert samples[("groupkeeper_groups", (("state", "Stable"),))] == 1
+    assert samples[("groupkeeper_groups", (("state", "Stable"), ("type", "classic")))] == 1
     assert samples[("groupkeeper_owned_group_partitions", ())] == 50
     assert samples[("groupkeeper_connections", ())] >= 1
     assert not any("member" in label for _, labels in samples for label, _ in labels)

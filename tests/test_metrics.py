@@ -62,7 +62,7 @@ def test_counters_follow_a_group_through_its_life(groupkeeper):
         assert value(one, "groupkeeper_requests_total", api="Heartbeat", error="NONE") == 3
         assert value(one, "groupkeeper_requests_total", api="OffsetCommit", error="NONE") == 1
         assert value(one, "groupkeeper_request_duration_seconds_count", api="OffsetCommit") == 1
-        assert value(one, "groupkeeper_groups", state="Stable") == 1
+        assert value(one, "groupkeeper_groups", type="classic", state="Stable") == 1
         assert value(one, "groupkeeper_group_members", group=GROUP) == 1
 
         # a second member: the first is told to rejoin (one REBALANCE_IN_PROGRESS heartbeat)
@@ -93,7 +93,7 @@ def test_counters_follow_a_group_through_its_life(groupkeeper):
         three = samples(groupkeeper)
         assert value(three, "groupkeeper_session_expirations_total") == 1
         assert value(three, "groupkeeper_rebalances_total", reason="member expired") == 1
-        assert value(three, "groupkeeper_groups", state="Empty") == 1
+        assert value(three, "groupkeeper_groups", type="classic", state="Empty") == 1
         assert value(three, "groupkeeper_group_members", group=GROUP) == 0
         assert not any(label == "member" for _, labels in three for label, _ in labels)
     finally:

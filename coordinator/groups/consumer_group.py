@@ -82,6 +82,16 @@ class ConsumerGroupConfig:
     heartbeat_interval: float = 5.0  # group.consumer.heartbeat.interval.ms
     max_size: int = 0  # group.consumer.max.size; 0: no limit
     default_assignor: str = "uniform"  # the first of group.consumer.assignors
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy: see migration.py
+
+
+@dataclass(frozen=True)
+class ClassicProtocol:
+    """How a member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat) in a
+    consumer group joined: its own session timeout, and its protocols (name, subscription)
+    in its order, for its SyncGroup answers and for a group going back to classic."""
+    session_timeout: float
+    protocols: tuple[tuple[str, bytes], ...]
 
 
 @dataclass
@@ -103,6 +113,7 @@ class ConsumerMember:
     sent: frozenset[TopicPartition] | None = None  # the assignment last sent to it
     session_deadline: float = 0.0
     revocation_deadline: float | None = None  # while it has partitions to give up
+    classic: ClassicProtocol | None = None  # a classic-protocol member (a group migrating), else None
 
 
 @dataclass(frozen=True)
@@ -177,7 +188,7 @@ class ConsumerGroup:
             member = joined
         else:
             member = self.members.get(member_id)
-            if member is None or member.epoch == STATIC_LEAVE_EPOCH:
+            if member is None or member.epoch == STATIC_LEAVE_EPOCH or member.classic is not None:
                 return HeartbeatReply(E.UNKNOWN_MEMBER_ID)
             if not self._epoch_ok(member, epoch, owned):
                 return HeartbeatReply(E.FENCED_MEMBER_EPOCH)
@@ -270,6 +281,98 @@ class ConsumerGroup:
             return HeartbeatReply(E.NONE, member_id, STATIC_LEAVE_EPOCH)
         self.remove(member_id)
         return HeartbeatReply(E.NONE, member_id, LEAVE_EPOCH)
+
+    # -- members that speak the classic protocol (a group migrating) ------------------------
+
+    def classic_join(self, now: float, *, member_id: str, instance_id: str | None, client_id: str,
+                     client_host: str, session_timeout: float, rebalance_timeout: float,
+                     protocols: tuple[tuple[str, bytes], ...], subscribed: list[str],
+                     owned: list[TopicPartition]) -> HeartbeatReply:
+        """A JoinGroup: the member's subscription kept as a heartbeat's would be, and its next
+        reconciliation step from what it reports owning (a cooperative client its partitions;
+        an eager one nothing: it gave everything up before joining). Its generation is its
+        member epoch; SyncGroup then hands it `assigned`."""
+        member = self.members.get(member_id)
+        if instance_id is not None:
+            static = next((m for m in self.members.values() if m.instance_id == instance_id), None)
+            if static is not None and static.member_id != member_id:
+                if member_id:  # a known id that is not the instance's current one
+                    return HeartbeatReply(E.FENCED_INSTANCE_ID)
+                member = None
+                self._release(static)  # the instance's new incarnation takes its place
+                del self.members[static.member_id]
+                target = self.target.pop(static.member_id, frozenset())
+                member_id = self.new_member_id()
+                self.target[member_id] = target
+                member = ConsumerMember(member_id, instance_id, static.rack_id, client_id, client_host,
+                                        rebalance_timeout, static.subscribed, static.regex, epoch=static.epoch,
+                                        previous_epoch=static.previous_epoch, state=static.state,
+                                        assigned=static.assigned, revoking=static.revoking,
+                                        revocation_deadline=static.revocation_deadline)
+                self.members[member_id] = member
+                self.hold(member)
+        new = member is None
+        if new:
+            if self.config.max_size and len(self.members) >= self.config.max_size:
+                return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
+            member = ConsumerMember(member_id or self.new_member_id(), instance_id, None, client_id, client_host,
+                                    rebalance_timeout)
+            self.members[member.member_id] = member
+            self.group_epoch += 1
+        if tuple(sorted(set(subscribed))) != member.subscribed:
+            member.subscribed = tuple(sorted(set(subscribed)))
+            if not new:
+                self.group_epoch += 1
+        member.client_id, member.client_host, member.rebalance_timeout = client_id, client_host, rebalance_timeout
+        member.classic = ClassicProtocol(session_timeout, tuple(protocols))
+        member.session_deadline = now + session_timeout
+        self.version += 1
+        return self.respond(now, member, True, owned)
+
+    def classic_member(self, member_id: str, instance_id: str | None) -> ConsumerMember | ErrorCode:
+        """The classic-protocol member a SyncGroup, Heartbeat or LeaveGroup names, or the error."""
+        member = self.members.get(member_id)
+        if instance_id is not None:
+            static = next((m for m in self.members.values() if m.instance_id == instance_id), None)
+            if static is None:
+                return E.UNKNOWN_MEMBER_ID
+            if static.member_id != member_id:
+                return E.FENCED_INSTANCE_ID
+        if member is None or member.classic is None:
+            return E.UNKNOWN_MEMBER_ID
+        return member
+
+    def classic_sync(self, now: float, member_id: str, instance_id: str | None, generation: int,
+                     protocol_name: str | None) -> tuple[ErrorCode, ConsumerMember | None]:
+        """A SyncGroup: the member's assignment at its epoch, unless it must join again first."""
+        member = self.classic_member(member_id, instance_id)
+        if isinstance(member, ErrorCode):
+            return member, None
+        if generation != member.epoch:
+            return E.ILLEGAL_GENERATION, None
+        if protocol_name is not None and protocol_name != member.classic.protocols[0][0]:
+            return E.INCONSISTENT_GROUP_PROTOCOL, None
+        if self.group_epoch > member.epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            return E.REBALANCE_IN_PROGRESS, None
+        member.session_deadline = now + member.classic.session_timeout
+        return E.NONE, member
+
+    def classic_heartbeat(self, now: float, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
+        """A Heartbeat: REBALANCE_IN_PROGRESS whenever the member has a step to take (a newer
+        epoch, partitions to give up, or partitions of its target now free), which only a
+        JoinGroup can take for it."""
+        member = self.classic_member(member_id, instance_id)
+        if isinstance(member, ErrorCode):
+            return member
+        if generation != member.epoch:
+            return E.ILLEGAL_GENERATION
+        member.session_deadline = now + member.classic.session_timeout
+        target = self.target.get(member.member_id, frozenset())
+        if (member.epoch < self.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
+                or (member.state is MemberState.UNRELEASED_PARTITIONS
+                    and any(tp not in self.holders for tp in target - member.assigned))):
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
 
     # -- assignment and reconciliation ------------------------------------------------------
 

@@ -652,12 +652,14 @@ class Group:
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(now, reason)
 
-    def mark_dead(self) -> None:
+    def mark_dead(self, error: ErrorCode = E.NOT_COORDINATOR) -> None:
+        """Gone from here (handed over; or, answering REBALANCE_IN_PROGRESS, become a consumer
+        group): the requests waiting for a generation are answered `error`."""
         for m in self.members.values():
             if m.awaiting_join:
-                self.outbox.append(JoinReply(m.member_id, E.NOT_COORDINATOR))
+                self.outbox.append(JoinReply(m.member_id, error))
             if m.awaiting_sync:
-                self.outbox.append(SyncReply(m.member_id, E.NOT_COORDINATOR))
+                self.outbox.append(SyncReply(m.member_id, error))
         self._to(GroupState.DEAD)
 
     # -- time -----------------------------------------------------------------------------

@@ -30,9 +30,10 @@ from ..assignors.base import StrategyFailed, checked_assign
 from ..errors import store_error_code
 from ..events import DISCARD, EventSink
 from ..store.fence import NotOwner, StoreError, StoreUnavailable
-from .consumer_group import LEAVE_EPOCH, ConsumerGroup, HeartbeatReply
+from .consumer_group import LEAVE_EPOCH, ConsumerGroup, HeartbeatReply, by_topic
 from .group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
                     PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait)
+from .migration import downgrade, may_downgrade, may_upgrade, upgrade
 from .snapshot import consumer_snapshot, snapshot
 from .state import GroupState
 
@@ -67,6 +68,7 @@ class GroupSet:
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self._stored: dict[str, int] = {}  # consumer group -> the version of it last stored
         self._writes: dict[str, _Write] = {}  # consumer group -> its write under way
+        self._epochs: dict[str, int] = {}  # consumer group -> the group epoch last counted
         self.lease = lease  # returns once this instance may act as owner (no expiries while it may not)
         self.events = events
         self.assignors = assignors
@@ -286,11 +288,14 @@ class GroupSet:
         group = self.consumer_groups.get(group_id)
         if group is None:
             classic = self.groups.get(group_id)
-            if classic is not None and classic.members:
-                return HeartbeatReply(E.GROUP_ID_NOT_FOUND)  # a classic group's, until it is empty
             if epoch != 0:  # not GROUP_ID_NOT_FOUND as Kafka: clients take that as fatal, this they rejoin after
                 return HeartbeatReply(E.UNKNOWN_MEMBER_ID)
-            group = ConsumerGroup(group_id, self.config.consumer, self.consumer_assignors, self.topic_counts)
+            if classic is not None and classic.members:
+                group = self._upgrade(classic)
+                if group is None:
+                    return HeartbeatReply(E.GROUP_ID_NOT_FOUND)  # a classic group's, as Kafka answers
+            else:
+                group = ConsumerGroup(group_id, self.config.consumer, self.consumer_assignors, self.topic_counts)
         now = trio.current_time()
         entered = group.update(now, member_id=member_id, epoch=epoch, owned=owned, **request)
         if isinstance(entered, HeartbeatReply):
@@ -307,6 +312,8 @@ class GroupSet:
                 self._member_joined(group, entered)
         if epoch in (LEAVE_EPOCH, -2) and reply.error == E.NONE:
             self._member_removed(group, member_id, "left" if epoch == LEAVE_EPOCH else "left (static)")
+            if self._downgrade(group, now):
+                return reply
         self._consumer_settled(group, now)
         if group_id not in self.consumer_groups:
             return reply  # refused before the group ever lived
@@ -322,7 +329,14 @@ class GroupSet:
             self._armed.pop(group.group_id, None)
 
     def _consumer_settled(self, group: ConsumerGroup, now: float) -> None:
-        """What the pure group leaves for the runtime: strategy failures reported, the timer re-armed."""
+        """What the pure group leaves for the runtime: epoch bumps counted and logged, strategy
+        failures reported, the timer re-armed."""
+        seen = self._epochs.get(group.group_id, group.group_epoch)
+        if group.group_epoch > seen:
+            metrics.CONSUMER_GROUP_EPOCH_BUMPS.inc(group.group_epoch - seen)
+            self.log.info("group epoch bumped", group=group.group_id, group_epoch=group.group_epoch,
+                          members=len(group.members))
+        self._epochs[group.group_id] = group.group_epoch
         while group.failures:
             strategy, error = group.failures.pop(0)
             self.log.error("strategy failed, uniform assigns", group=group.group_id, group_epoch=group.group_epoch,
@@ -348,6 +362,8 @@ class GroupSet:
     def _expire(self, group: ConsumerGroup, now: float) -> None:
         for member_id, reason in group.expire(now):
             self._member_removed(group, member_id, reason)
+        if self._downgrade(group, now):
+            return
         self._consumer_settled(group, now)
         if self._stored.get(group.group_id, -1) < group.version:
             self._nursery.start_soon(self._stored_now, group)
@@ -405,11 +421,114 @@ class GroupSet:
     def adopt_consumer(self, group: ConsumerGroup) -> None:
         """A consumer group loaded by a new owner: it is stored as it is."""
         self.consumer_groups[group.group_id] = group
-        self._stored[group.group_id] = group.version
+        self._stored[group.group_id], self._epochs[group.group_id] = group.version, group.group_epoch
+
+    # -- migration between the protocols (migration.py) ------------------------------------
+
+    def _upgrade(self, classic: Group) -> ConsumerGroup | None:
+        """A classic group with members, joined through ConsumerGroupHeartbeat: the consumer
+        group it becomes (its waiting JoinGroup/SyncGroup requests answered
+        REBALANCE_IN_PROGRESS: they join again, into it), or None if it may not."""
+        policy = self.config.consumer.migration_policy
+        upgraded = (upgrade(classic, self.config.consumer, self.consumer_assignors, self.topic_counts)
+                    if may_upgrade(policy) else f"group_consumer_migration_policy is {policy}")
+        if isinstance(upgraded, str):
+            self.log.info("classic group not upgraded", group=classic.group_id, reason=upgraded)
+            return None
+        now = trio.current_time()
+        classic.mark_dead(E.REBALANCE_IN_PROGRESS)
+        self._settle(classic, now)
+        self.log.info("group upgraded to the consumer protocol", group=classic.group_id,
+                      group_epoch=upgraded.group_epoch, members=len(upgraded.members))
+        self.events.emit("group_upgraded", classic.group_id, generation=upgraded.group_epoch,
+                         members=len(upgraded.members))
+        metrics.GROUP_MIGRATIONS.labels("upgrade").inc()
+        return upgraded
+
+    def _downgrade(self, group: ConsumerGroup, now: float) -> bool:
+        """After a member left or was removed: a consumer group whose members all speak the
+        classic protocol becomes a classic group again (and rebalances), if the policy lets it."""
+        if not may_downgrade(self.config.consumer.migration_policy):
+            return False
+        classic = downgrade(group, self.config, now)
+        if classic is None:
+            return False
+        self._drop_consumer(group.group_id)
+        self.groups[group.group_id] = classic
+        self.log.info("group downgraded to the classic protocol", group=group.group_id,
+                      generation=classic.generation, members=len(classic.members))
+        self.events.emit("group_downgraded", group.group_id, generation=classic.generation,
+                         members=len(classic.members))
+        metrics.GROUP_MIGRATIONS.labels("downgrade").inc()
+        self._settle(classic, now)
+        return True
+
+    async def _classic_join(self, group: ConsumerGroup, *, member_id: str, instance_id: str | None,
+                            client_id: str, client_host: str, session_timeout: float, rebalance_timeout: float,
+                            protocol_type: str, protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+                            reason: str | None = None) -> JoinReply:
+        """A classic member's JoinGroup into a consumer group (one migrating): answered at
+        once with its member epoch as generation and no leader; SyncGroup gives its assignment."""
+        if protocol_type != "consumer" or not protocols:
+            return JoinReply(member_id, E.INCONSISTENT_GROUP_PROTOCOL)
+        if not self.config.min_session_timeout <= session_timeout <= self.config.max_session_timeout:
+            return JoinReply(member_id, E.INVALID_SESSION_TIMEOUT)
+        try:
+            _, subscription = decode_subscription(protocols[0][1])
+        except ProtocolError:
+            return JoinReply(member_id, E.INCONSISTENT_GROUP_PROTOCOL)
+        if not member_id and instance_id is None and require_known_member_id:
+            return JoinReply(group.new_member_id(), E.MEMBER_ID_REQUIRED)
+        now = trio.current_time()
+        owned = [(tp.topic, p) for tp in subscription.owned_partitions for p in tp.partitions]
+        reply = group.classic_join(now, member_id=member_id, instance_id=instance_id, client_id=client_id,
+                                   client_host=client_host, session_timeout=session_timeout,
+                                   rebalance_timeout=rebalance_timeout, protocols=tuple(protocols),
+                                   subscribed=list(subscription.topics), owned=owned)
+        if reply.error != E.NONE:
+            return JoinReply(member_id, reply.error)
+        if not member_id:
+            self._member_joined(group, group.members[reply.member_id])
+        self._consumer_settled(group, now)
+        error = await self._stored_now(group)
+        if error != E.NONE:
+            return JoinReply(reply.member_id, error)
+        member = group.members.get(reply.member_id)
+        if member is None:
+            return JoinReply(reply.member_id, E.UNKNOWN_MEMBER_ID)
+        return JoinReply(member.member_id, E.NONE, member.epoch, "consumer", member.classic.protocols[0][0])
+
+    def _classic_sync(self, group: ConsumerGroup, member_id: str, *, generation: int, instance_id: str | None,
+                      protocol_type: str | None, protocol_name: str | None, assignments) -> SyncReply:
+        error, member = group.classic_sync(trio.current_time(), member_id, instance_id, generation, protocol_name)
+        if error != E.NONE:
+            return SyncReply(member_id, error)
+        name, metadata = member.classic.protocols[0]
+        version = min(decode_subscription(metadata)[0], 3)
+        assignment = encode_assignment(ConsumerProtocolAssignment(assigned_partitions=[
+            TopicPartition(topic=t, partitions=ps) for t, ps in by_topic(member.assigned).items()]), version)
+        return SyncReply(member_id, E.NONE, "consumer", name, assignment)
+
+    def _classic_leave(self, group: ConsumerGroup, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        now = trio.current_time()
+        errors = []
+        for member_id, instance_id in leaving:
+            member = group.classic_member(member_id, instance_id)
+            if isinstance(member, ErrorCode):
+                errors.append(member)
+                continue
+            group.remove(member.member_id)
+            self._member_removed(group, member.member_id, "left")
+            errors.append(E.NONE)
+        if not self._downgrade(group, now):
+            self._consumer_settled(group, now)
+            self._nursery.start_soon(self._stored_now, group)
+        return errors
 
     def _drop_consumer(self, group_id: str) -> None:
         self.consumer_groups.pop(group_id, None)
         self._stored.pop(group_id, None)
+        self._epochs.pop(group_id, None)
         self._armed.pop(group_id, None)
 
     # -- requests -------------------------------------------------------------------------
@@ -418,7 +537,7 @@ class GroupSet:
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             if consumer_group.members:
-                return JoinReply(request["member_id"], E.INCONSISTENT_GROUP_PROTOCOL)
+                return await self._classic_join(consumer_group, **request)
             self._drop_consumer(group_id)
         group = self.group(group_id, create=True)
         now = trio.current_time()
@@ -432,6 +551,8 @@ class GroupSet:
         return reply
 
     async def sync(self, group_id: str, member_id: str, **request) -> SyncReply:
+        if group_id in self.consumer_groups:
+            return self._classic_sync(self.consumer_groups[group_id], member_id, **request)
         group = self.group(group_id)
         if group is None:
             return SyncReply(member_id, E.UNKNOWN_MEMBER_ID)
@@ -449,6 +570,9 @@ class GroupSet:
         return group is not None and group.keep_alive(now, member_id, generation)
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> ErrorCode:
+        if group_id in self.consumer_groups:
+            return self.consumer_groups[group_id].classic_heartbeat(trio.current_time(), member_id, instance_id,
+                                                                    generation)
         group = self.groups.get(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
@@ -458,6 +582,8 @@ class GroupSet:
         return error
 
     def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        if group_id in self.consumer_groups:
+            return self._classic_leave(self.consumer_groups[group_id], leaving)
         group = self.group(group_id)
         if group is None:
             return [E.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -473,6 +599,9 @@ class GroupSet:
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             error = self.member_epoch_check(consumer_group, member_id, generation)
+            member = consumer_group.members.get(member_id)
+            if member is not None and member.classic is not None:  # in a migrating group: classic answers
+                return E.ILLEGAL_GENERATION if error in (E.STALE_MEMBER_EPOCH, E.FENCED_MEMBER_EPOCH) else error
             if error == E.NONE and member_id and not member_epochs:
                 return E.UNSUPPORTED_VERSION  # a consumer-protocol member committing as a classic one
             return error

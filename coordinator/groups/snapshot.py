@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..assignors.base import Assignor
-from .consumer_group import ConsumerGroup, ConsumerGroupConfig, ConsumerMember, MemberState, by_topic
+from .consumer_group import ClassicProtocol, ConsumerGroup, ConsumerGroupConfig, ConsumerMember, MemberState, by_topic
 from .group import Group, GroupConfig, Member
 from .state import GroupState
 
@@ -84,6 +84,9 @@ def consumer_snapshot(group: ConsumerGroup) -> dict[str, Any]:
             "regex": m.regex, "assignor": m.assignor, "epoch": m.epoch, "previous_epoch": m.previous_epoch,
             "state": m.state.value, "assigned": by_topic(m.assigned), "revoking": by_topic(m.revoking),
             "target": by_topic(group.target.get(m.member_id, ())),
+            "classic": None if m.classic is None else {
+                "session_timeout": m.classic.session_timeout,
+                "protocols": [[name, _b64(metadata)] for name, metadata in m.classic.protocols]},
         } for m in group.members.values()],
     }
 
@@ -97,12 +100,16 @@ def restore_consumer(group_id: str, data: dict[str, Any], now: float, config: Co
                           counted=dict(data["counted"]))
     for m in data["members"]:
         revoking = _partitions(m["revoking"])
+        classic = m.get("classic")
+        if classic is not None:
+            classic = ClassicProtocol(classic["session_timeout"], tuple(
+                (name, base64.b64decode(metadata)) for name, metadata in classic["protocols"]))
         member = ConsumerMember(
             m["id"], m["instance"], m["rack"], m["client_id"], m["host"], m["rebalance_timeout"],
             tuple(m["subscribed"]), m["regex"], m["assignor"], m["epoch"], m["previous_epoch"],
             MemberState(m["state"]), _partitions(m["assigned"]), revoking,
-            session_deadline=now + config.session_timeout,
-            revocation_deadline=now + m["rebalance_timeout"] if revoking else None)
+            session_deadline=now + (config.session_timeout if classic is None else classic.session_timeout),
+            revocation_deadline=now + m["rebalance_timeout"] if revoking else None, classic=classic)
         group.members[member.member_id] = member
         group.target[member.member_id] = _partitions(m["target"])
         group.hold(member)
