@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from protocol import DecodeError, ErrorCode, RequestHeader, decode_response, encode_request, error_name
+from protocol.consumer import decode_assignment
 from protocol.framing import DEFAULT_MAX_FRAME
 from protocol.messages import build
-from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, LIST_GROUPS,
-                              LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH)
+from protocol.schemas import (API_VERSIONS, CONSUMER_GROUP_DESCRIBE, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
+                              LIST_GROUPS, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH)
 from protocol.schema import Api
 
 from . import config
@@ -28,12 +29,15 @@ E = ErrorCode
 TopicPartition = tuple[str, int]
 
 # The versions of each API this client's requests are written for; of these, the highest
-# the server also serves is used. ListGroups v4 is the first with the groups' states.
+# the server also serves is used. ListGroups v4 is the first with the groups' states, v5
+# the first with their types (classic or consumer).
 SPEAKS: dict[int, tuple[int, int]] = {
-    METADATA.key: (1, 12), FIND_COORDINATOR.key: (0, 3), LIST_GROUPS.key: (0, 4),
+    METADATA.key: (1, 12), FIND_COORDINATOR.key: (0, 3), LIST_GROUPS.key: (0, 5),
     DESCRIBE_GROUPS.key: (0, 5), OFFSET_FETCH.key: (2, 7), OFFSET_COMMIT.key: (2, 8),
-    DELETE_GROUPS.key: (0, 2), LIST_OFFSETS.key: (1, 11),
+    DELETE_GROUPS.key: (0, 2), LIST_OFFSETS.key: (1, 11), CONSUMER_GROUP_DESCRIBE.key: (0, 0),
 }
+CLASSIC, CONSUMER = "classic", "consumer"  # the group types of ListGroups v5 (KIP-848)
+DEAD = "Dead"
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps: the log's start and its end
 _SIZE = struct.Struct(">i")
 
@@ -107,6 +111,12 @@ class Connection:
         """The version `call` uses for `api` (for fields that exist only in some)."""
         return min(SPEAKS[api.key][1], self.versions.get(api.key, (0, -1))[1])
 
+    def serves(self, api: Api) -> bool:
+        """Whether the node serves `api` in a version `call` can send."""
+        low, high = SPEAKS[api.key]
+        theirs_low, theirs_high = self.versions.get(api.key, (0, -1))
+        return max(low, theirs_low) <= min(high, theirs_high)
+
     def _send(self, api: Api, version: int, body: dict[str, Any]) -> Any:
         return self.pipeline(api, version, [body])[0]
 
@@ -147,6 +157,46 @@ def _reason(exc: OSError) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out"
     return (exc.strerror or str(exc) or type(exc).__name__).lower()
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A group as ListGroups lists it; `state` is None below v4, `type` below v5."""
+    group: str
+    protocol_type: str
+    state: str | None
+    type: str | None
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member of a described group. `assignment`: a classic member's, read only when the
+    group's protocol type is "consumer" (other protocols' assignments are opaque bytes); a
+    consumer group member's current one. `epoch` and `target` (its target assignment): consumer
+    groups only."""
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    host: str
+    assignment: dict[str, list[int]]
+    epoch: int | None = None
+    target: dict[str, list[int]] | None = None
+
+
+@dataclass(frozen=True)
+class Description:
+    """A group as DescribeGroups (classic) or ConsumerGroupDescribe (consumer) describes it;
+    state Dead when neither knows it. `strategy`: a classic group's protocol (the assignor its
+    members agreed on), a consumer group's server-side assignor. The epochs: consumer groups
+    only (the group's, and that of its target assignment)."""
+    group: str
+    type: str
+    state: str
+    protocol_type: str
+    strategy: str
+    members: list[Member]
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -277,26 +327,40 @@ class GroupsAdmin:
             raise failure[0]
         return node, error, value
 
-    def list_groups(self) -> list[tuple[str, str, str | None]]:
-        """(group, protocol type, state or None when the coordinator does not say) of the
-        groups of every coordinator instance in Metadata (brokers coordinate none of them)."""
+    def list_groups(self, typed: bool = False) -> list[Listed]:
+        """The groups of every coordinator instance in Metadata (brokers coordinate none of
+        them), by name. `typed`: their types are needed, and an instance that cannot say
+        (below ListGroups v5) is an AdminError."""
         instances = [n for n in self.cluster([]).nodes.values() if n.id >= INSTANCE_NODE_BASE]
         listed = {}
         for node in instances:
             connection = self.connect(node.host, node.port)
+            if typed and connection.version(LIST_GROUPS) < 5:
+                raise AdminError(f"{connection.address} does not serve ListGroups v5, which gives the groups' types")
             error, answer = self._until_settled(lambda: _with_error(connection.call(LIST_GROUPS, {})))
             if error != E.NONE:
                 raise AdminError(f"listing the groups of {connection.address} failed: {error_name(error)}")
-            states = connection.version(LIST_GROUPS) >= 4
+            version = connection.version(LIST_GROUPS)
             for g in answer.groups:
-                listed[g.group_id] = (g.group_id, g.protocol_type, g.group_state if states else None)
-        return sorted(listed.values())
+                listed[g.group_id] = Listed(g.group_id, g.protocol_type, g.group_state if version >= 4 else None,
+                                            (g.group_type or None) if version >= 5 else None)
+        return [listed[g] for g in sorted(listed)]
 
-    def describe(self, group: str) -> tuple[Node, Any]:
-        """The coordinator and DescribeGroups' answer for `group` (state "Dead" when unknown)."""
+    def describe(self, group: str) -> tuple[Node, Description]:
+        """The coordinator and a description of `group`, of either type (state Dead when no
+        group has the name). DescribeGroups first: it describes classic groups and answers
+        Dead for consumer groups (as Kafka does) as for unknown ones; only then, and if the
+        coordinator serves it, ConsumerGroupDescribe, on the same connection."""
         def describe(connection: Connection):
-            described = connection.call(DESCRIBE_GROUPS, {"groups": [group]}).groups[0]
-            return described.error_code, described
+            classic = connection.call(DESCRIBE_GROUPS, {"groups": [group]}).groups[0]
+            if (classic.error_code != E.NONE or classic.group_state != DEAD
+                    or not connection.serves(CONSUMER_GROUP_DESCRIBE)):
+                return classic.error_code, _classic(classic)
+            described = connection.call(CONSUMER_GROUP_DESCRIBE, {
+                "group_ids": [group], "include_authorized_operations": False}).groups[0]
+            if described.error_code == E.GROUP_ID_NOT_FOUND:  # neither type: Dead
+                return E.NONE, _classic(classic)
+            return described.error_code, _consumer(described)
         node, error, described = self._at_coordinator(group, describe)
         if error != E.NONE:
             raise AdminError(f"describing group {group!r} failed: {error_name(error)}")
@@ -337,3 +401,42 @@ class GroupsAdmin:
 
 def _with_error(answer: Any) -> tuple[int, Any]:
     return answer.error_code, answer
+
+
+def _classic(described: Any) -> Description:
+    """DescribeGroups' answer for one group."""
+    return Description(described.group_id, CLASSIC, described.group_state, described.protocol_type or "",
+                       described.protocol_data or "", [
+                           Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                  _classic_assignment(m.member_assignment) if described.protocol_type == "consumer"
+                                  else {})
+                           for m in described.members])
+
+
+def _classic_assignment(data: bytes) -> dict[str, list[int]]:
+    """A classic consumer member's assignment, {} when it has none or it cannot be read."""
+    assignment: dict[str, list[int]] = {}
+    if data:
+        try:
+            _, decoded = decode_assignment(data)
+        except DecodeError:
+            return {}
+        for tp in decoded.assigned_partitions:
+            assignment.setdefault(tp.topic, []).extend(sorted(tp.partitions))
+    return assignment
+
+
+def _consumer(described: Any) -> Description:
+    """ConsumerGroupDescribe's answer for one group."""
+    return Description(described.group_id, CONSUMER, described.group_state, CONSUMER, described.assignor_name or "", [
+        Member(m.member_id, m.instance_id, m.client_id, m.client_host, _partitions(m.assignment), m.member_epoch,
+               _partitions(m.target_assignment))
+        for m in described.members], described.group_epoch, described.assignment_epoch)
+
+
+def _partitions(assignment: Any) -> dict[str, list[int]]:
+    """A ConsumerGroupDescribe assignment as {topic: sorted partitions}."""
+    partitions: dict[str, list[int]] = {}
+    for t in assignment.topic_partitions:
+        partitions.setdefault(t.topic_name, []).extend(t.partitions)
+    return {topic: sorted(ps) for topic, ps in partitions.items() if ps}

@@ -12,17 +12,21 @@ from datetime import datetime
 
 import click
 
-from protocol import DecodeError, ErrorCode, error_name
-from protocol.consumer import decode_assignment
+from protocol import ErrorCode, error_name
 
-from .admin import EARLIEST, LATEST, AdminError, GroupsAdmin, Node, TopicPartition
+from .admin import CLASSIC, CONSUMER, EARLIEST, LATEST, AdminError, GroupsAdmin, Member, Node, TopicPartition
 from .config import ConfigError, load_config
+from .groups.consumer_group import ConsumerGroupState
 from .groups.state import GroupState
 from .listeners import parse_listeners
 
 E = ErrorCode
-STATES = {s.value.lower(): s.value for s in GroupState}
+# the states of both group types (classic, then the consumer protocol's), as Kafka 4 takes them
+STATES = {s.value.lower(): s.value for s in [*GroupState, *ConsumerGroupState]}
+TYPES = {CLASSIC: "Classic", CONSUMER: "Consumer"}  # ListGroups v5's types, as kafka-consumer-groups.sh prints them
 INACTIVE = (GroupState.EMPTY.value, GroupState.DEAD.value)
+REBALANCING = (GroupState.PREPARING_REBALANCE.value, GroupState.COMPLETING_REBALANCE.value,
+               ConsumerGroupState.ASSIGNING.value, ConsumerGroupState.RECONCILING.value)
 
 
 def connection_options(command):
@@ -82,19 +86,27 @@ def _table(headers: list[str], rows: list[list]) -> str:
 @click.option("--state", "states", is_flag=False, flag_value="", default=None, metavar="[STATE,...]",
               callback=lambda ctx, param, value: None if value is None else _states(value),
               help="Show each group's state; given states (e.g. Stable,Empty), only groups in them.")
-@click.option("--json", "as_json", is_flag=True, help="Groups with their state and protocol type, as JSON.")
+@click.option("--type", "types", is_flag=False, flag_value="", default=None, metavar="[TYPE,...]",
+              callback=lambda ctx, param, value: None if value is None else _types(value),
+              help="Show each group's type; given types (classic, consumer), only groups of them "
+                   "(needs ListGroups v5).")
+@click.option("--json", "as_json", is_flag=True, help="Groups with their state, protocol type and type, as JSON.")
 @connection_options
-def groups_list(admin: GroupsAdmin, states: set[str] | None, as_json: bool) -> None:
-    """List the groups of every coordinator instance."""
-    listed = [(g, protocol, state) for g, protocol, state in admin.list_groups()
-              if not states or (state or "").lower() in states]
+def groups_list(admin: GroupsAdmin, states: set[str] | None, types: set[str] | None, as_json: bool) -> None:
+    """List the groups of every coordinator instance. With --type and/or --state, a table:
+    GROUP, then TYPE, then STATE, as kafka-consumer-groups.sh --list prints them."""
+    listed = [g for g in admin.list_groups(typed=bool(types))
+              if (not states or (g.state or "").lower() in states) and (not types or g.type in types)]
     if as_json:
-        click.echo(json.dumps([{"group": g, "state": s, "protocol_type": p} for g, p, s in listed]))
-    elif states is None:
-        for group, _, _ in listed:
-            click.echo(group)
+        click.echo(json.dumps([{"group": g.group, "state": g.state, "protocol_type": g.protocol_type, "type": g.type}
+                               for g in listed]))
+    elif states is None and types is None:
+        for g in listed:
+            click.echo(g.group)
     else:
-        click.echo(_table(["GROUP", "STATE"], [[g, s] for g, _, s in listed]))
+        headers = ["GROUP"] + (["TYPE"] if types is not None else []) + (["STATE"] if states is not None else [])
+        click.echo(_table(headers, [[g.group] + ([TYPES.get(g.type, g.type)] if types is not None else [])
+                                    + ([g.state] if states is not None else []) for g in listed]))
 
 
 def _states(text: str) -> set[str]:
@@ -107,6 +119,15 @@ def _states(text: str) -> set[str]:
     return wanted
 
 
+def _types(text: str) -> set[str]:
+    """The lower-cased types of "classic,consumer" (empty: every type)."""
+    wanted = {t.strip().lower() for t in text.split(",") if t.strip()}
+    unknown = sorted(wanted - set(TYPES))
+    if unknown:
+        raise click.BadParameter(f"unknown type {unknown[0]!r} (known: {', '.join(TYPES)})", param_hint="'--type'")
+    return wanted
+
+
 # -- describe -----------------------------------------------------------------------------
 
 @groups.command("describe")
@@ -115,21 +136,26 @@ def _states(text: str) -> set[str]:
               help="Each partition's committed offset, log end and lag, with its consumer (default).")
 @click.option("--members", "view", flag_value="members", help="The group's members.")
 @click.option("--state", "view", flag_value="state", help="The group's coordinator, strategy and state.")
-@click.option("--verbose", is_flag=True, help="With --members: each member's partitions (JSON always has them).")
+@click.option("--verbose", is_flag=True, help="With --members: each member's partitions, and for consumer groups "
+              "its epoch and target assignment; with --state: the group's epochs (JSON always has them).")
 @click.option("--json", "as_json", is_flag=True, help="As JSON, with the group's coordinator.")
 @connection_options
 def groups_describe(admin: GroupsAdmin, group: str, view: str, verbose: bool, as_json: bool) -> None:
-    """Describe GROUP. LOG-END-OFFSET and LAG come from the partition leaders (ListOffsets):
-    "-" when no leader is known or reachable."""
-    if verbose and view != "members":
-        raise click.UsageError("--verbose goes with --members")
+    """Describe GROUP, a classic group (DescribeGroups) or a consumer-protocol one
+    (ConsumerGroupDescribe). LOG-END-OFFSET and LAG come from the partition leaders
+    (ListOffsets): "-" when no leader is known or reachable."""
+    if verbose and view == "offsets":
+        raise click.UsageError("--verbose goes with --members or --state")
     coordinator, described = admin.describe(group)
-    state = described.group_state
+    state = described.state
     if state == GroupState.DEAD.value:
         raise click.ClickException(f"Consumer group '{group}' does not exist.")
-    members = [_member(m, described.protocol_type) for m in described.members]
-    document = {"group": group, "coordinator": {"id": coordinator.id, "host": coordinator.host,
-                                                "port": coordinator.port}, "state": state}
+    consumer = described.type == CONSUMER
+    members = [_member(m) for m in described.members]
+    document = {"group": group, "type": described.type,
+                "coordinator": {"id": coordinator.id, "host": coordinator.host, "port": coordinator.port},
+                "state": state, "group_epoch": described.group_epoch,
+                "target_assignment_epoch": described.assignment_epoch}
     if view == "offsets":
         rows = _offset_rows(admin, group, members)
         if as_json:
@@ -149,38 +175,47 @@ def groups_describe(admin: GroupsAdmin, group: str, view: str, verbose: bool, as
             return
         _notice(group, state)
         if members:
-            headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"] + (["ASSIGNMENT"] if verbose else [])
+            headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+            if verbose:  # a consumer group's in Kafka 4's columns; a classic group's as before
+                headers += (["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"] if consumer
+                            else ["ASSIGNMENT"])
             click.echo(_table(headers, [
                 [group, x["consumer_id"], x["host"], x["client_id"], sum(map(len, x["assignment"].values()))]
-                + ([_assignment_text(x["assignment"])] if verbose else []) for x in members]))
+                + (([x["member_epoch"], _epoch_assignment_text(x["assignment"]), described.assignment_epoch,
+                     _epoch_assignment_text(x["target_assignment"])] if consumer
+                    else [_assignment_text(x["assignment"])]) if verbose else [])
+                for x in members]))
     else:
-        strategy = described.protocol_data or None
+        strategy = described.strategy or None
         if as_json:
             click.echo(json.dumps({**document, "assignment_strategy": strategy,
                                    "protocol_type": described.protocol_type or None, "member_count": len(members)}))
             return
-        click.echo(_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], [
-            [group, f"{coordinator.host}:{coordinator.port} ({coordinator.id})", strategy, state, len(members)]]))
+        headers = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
+        row = [group, f"{coordinator.host}:{coordinator.port} ({coordinator.id})", strategy, state]
+        if verbose:  # Kafka 4's --state --verbose: "-" for a classic group, which has no epochs
+            headers += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+            row += [described.group_epoch, described.assignment_epoch]
+        click.echo(_table(headers + ["#MEMBERS"], [row + [len(members)]]))
 
 
-def _member(member, protocol_type: str) -> dict:
-    """A described member as plain data; its assignment is read only for consumer groups
-    (other protocols' assignments are opaque bytes)."""
-    assignment: dict[str, list[int]] = {}
-    if protocol_type == "consumer" and member.member_assignment:
-        try:
-            _, decoded = decode_assignment(member.member_assignment)
-            for tp in decoded.assigned_partitions:
-                assignment.setdefault(tp.topic, []).extend(sorted(tp.partitions))
-        except DecodeError:
-            pass
-    return {"consumer_id": member.member_id, "group_instance_id": member.group_instance_id,
-            "host": member.client_host, "client_id": member.client_id, "assignment": assignment}
+def _member(member: Member) -> dict:
+    """A described member as plain data. Its epoch and target assignment are a consumer
+    group member's (None in a classic group)."""
+    return {"consumer_id": member.member_id, "group_instance_id": member.instance_id,
+            "host": member.host, "client_id": member.client_id, "assignment": member.assignment,
+            "member_epoch": member.epoch, "target_assignment": member.target}
 
 
 def _assignment_text(assignment: dict[str, list[int]]) -> str:
-    """Kafka's form: topic(0,1,2),other(3); "-" for none."""
+    """Kafka's form before 4.0 (its ASSIGNMENT column): topic(0,1,2),other(3); "-" for none."""
     return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(assignment.items()) if ps) or "-"
+
+
+def _epoch_assignment_text(assignment: dict[str, list[int]] | None) -> str:
+    """Kafka 4's form (its CURRENT-ASSIGNMENT and TARGET-ASSIGNMENT columns):
+    topic:0,1,2;other:3; "-" for none."""
+    return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted((assignment or {}).items()) if ps) or "-"
 
 
 def _offset_rows(admin: GroupsAdmin, group: str, members: list[dict]) -> list[dict]:
@@ -209,10 +244,11 @@ def _offset_rows(admin: GroupsAdmin, group: str, members: list[dict]) -> list[di
 
 
 def _notice(group: str, state: str) -> None:
-    """Kafka's remarks before a table, on stderr so that the table stays parseable."""
+    """Kafka's remarks before a table, on stderr so that the table stays parseable (a
+    consumer group is rebalancing while Assigning or Reconciling)."""
     if state == GroupState.EMPTY.value:
         click.echo(f"Consumer group '{group}' has no active members.", err=True)
-    elif state in (GroupState.PREPARING_REBALANCE.value, GroupState.COMPLETING_REBALANCE.value):
+    elif state in REBALANCING:
         click.echo(f"Warning: Consumer group '{group}' is rebalancing.", err=True)
 
 
@@ -245,9 +281,9 @@ def groups_reset_offsets(admin: GroupsAdmin, group: str, topics: list[tuple[str,
     if len(given) != 1:
         raise click.UsageError("give exactly one of --to-offset, --shift-by, --to-earliest, --to-latest, --to-datetime")
     _, described = admin.describe(group)
-    if described.group_state not in INACTIVE:
+    if described.state not in INACTIVE:
         raise click.ClickException(f"Assignments can only be reset if the group '{group}' is inactive, "
-                                   f"but the current state is {described.group_state}.")
+                                   f"but the current state is {described.state}.")
     cluster = admin.cluster(sorted({t for t, _ in topics}))
     if cluster.unknown:
         raise click.ClickException(f"topic '{cluster.unknown[0]}' does not exist")

@@ -92,7 +92,7 @@ def test_list_and_describe_a_group_of_real_consumers(groupkeeper):
         assert states[0] == ["GROUP", "STATE"] and ["watchers", "Stable"] in states
         assert "watchers" not in ok(bootstrap, "list", "--state", "Empty,PreparingRebalance")
         assert ["watchers", "Stable"] in table(ok(bootstrap, "list", "--state", "stable"))
-        assert {"group": "watchers", "state": "Stable", "protocol_type": "consumer"} in json.loads(
+        assert {"group": "watchers", "state": "Stable", "protocol_type": "consumer", "type": "classic"} in json.loads(
             ok(bootstrap, "list", "--json"))
 
         members = described(bootstrap, "watchers", "--members")
@@ -127,9 +127,9 @@ def test_list_and_describe_a_group_of_real_consumers(groupkeeper):
         assert state == [["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
                          ["watchers", bootstrap, f"({INSTANCE_NODE_BASE})", "range", "Stable", "2"]]
         assert described(bootstrap, "watchers", "--state") == {
-            "group": "watchers", "state": "Stable", "assignment_strategy": "range", "protocol_type": "consumer",
-            "member_count": 2, "coordinator": {"id": INSTANCE_NODE_BASE, "host": "127.0.0.1",
-                                               "port": groupkeeper.port}}
+            "group": "watchers", "type": "classic", "state": "Stable", "assignment_strategy": "range",
+            "protocol_type": "consumer", "member_count": 2, "group_epoch": None, "target_assignment_epoch": None,
+            "coordinator": {"id": INSTANCE_NODE_BASE, "host": "127.0.0.1", "port": groupkeeper.port}}
 
         # an active group can be neither reset nor deleted, as Kafka refuses
         refused(run(bootstrap, "reset-offsets", "watchers", "--topic", topic, "--to-offset", "0", "--execute"),
