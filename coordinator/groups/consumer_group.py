@@ -414,6 +414,10 @@ class ConsumerGroup:
             return
         self.version += 1
         revoke = member.assigned - target
+        if revoke and owned is not None and not owned & revoke:  # it reports holding none of them: gone already
+            member.assigned = member.assigned & target
+            self._release_partitions(member, revoke)
+            revoke = frozenset()
         if revoke:
             member.state, member.revoking = MemberState.UNREVOKED_PARTITIONS, revoke
             member.assigned = member.assigned & target

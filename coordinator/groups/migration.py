@@ -11,8 +11,8 @@ answers REBALANCE_IN_PROGRESS whenever they have a step to take).
 
 **Downgrade.** When the last member speaking the consumer protocol leaves (or is removed)
 and every remaining member speaks the classic one, the group becomes a classic group again:
-the members, with their protocols and what they hold, at the group epoch as generation; it
-then rebalances at once, the classic way, so that the members agree on a leader's
+the members, with their protocols and what they hold, at their member epoch as generation;
+it then rebalances at once, the classic way, so that the members agree on a leader's
 assignment.
 
 Committed offsets are keyed by group id alone, so they stay where they are either way.
@@ -84,7 +84,9 @@ def downgrade(group: ConsumerGroup, config: GroupConfig, now: float) -> Group | 
     protocol = next((name for name, _ in members[0].classic.protocols if name in shared), None)
     if protocol is None:
         return None
-    data = {"generation": group.group_epoch, "protocol_type": "consumer", "protocol": protocol,
+    # the members' own epoch as generation (not the group epoch their leaving colleague bumped):
+    # their heartbeats are then told REBALANCE_IN_PROGRESS, not ILLEGAL_GENERATION, and they rejoin as they are
+    data = {"generation": max(m.epoch for m in members), "protocol_type": "consumer", "protocol": protocol,
             "leader": members[0].member_id, "members": []}
     restored = restore(group.group_id, data, now, config)
     for m in members:

@@ -1,0 +1,185 @@
+"""The runtime of consumer-protocol groups (GroupSet) under trio's MockClock: heartbeats that
+arrive together share one target computation, an answer waits for its state to be stored,
+silent members expire on the timer, and classic groups migrate to the consumer protocol and
+back. No I/O: the store is a function."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from coordinator.assignors import BUILT_IN, CONSUMER_GROUP_ASSIGNORS
+from coordinator.groups.consumer_group import ConsumerGroup, ConsumerGroupConfig
+from coordinator.groups.group import Group, GroupConfig
+from coordinator.groups.manager import GroupSet
+from coordinator.groups.migration import downgrade, upgrade
+from coordinator.store.fence import StoreUnavailable
+from protocol import ErrorCode as E
+from protocol.consumer import decode_assignment, encode_subscription
+from protocol.messages import ConsumerProtocolSubscription
+
+SUB = encode_subscription(ConsumerProtocolSubscription(topics=["t"], owned_partitions=[]), 1)
+
+
+class Counting:
+    """The uniform assignor, counting its calls."""
+    name = "uniform"
+
+    def __init__(self):
+        self.calls = 0
+
+    def assign(self, members, partitions):
+        self.calls += 1
+        return CONSUMER_GROUP_ASSIGNORS["uniform"].assign(members, partitions)
+
+
+class Store:
+    def __init__(self):
+        self.written: list[dict] = []
+        self.gate: trio.Event | None = None  # set: writes wait for it
+        self.fail = False
+
+    async def __call__(self, group_id: str, data: dict) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail:
+            raise StoreUnavailable("disconnected")
+        self.written.append(data)
+
+
+def groups(store: Store, assignor=None, **consumer) -> GroupSet:
+    config = GroupConfig(initial_rebalance_delay=0.0, min_session_timeout=1.0,
+                         consumer=ConsumerGroupConfig(**{"session_timeout": 10.0, **consumer}))
+    return GroupSet(config, dict(BUILT_IN), lambda topic: 12, store,
+                    consumer_assignors={"uniform": assignor or CONSUMER_GROUP_ASSIGNORS["uniform"]},
+                    topic_counts={"t": 12})
+
+
+async def beat(g: GroupSet, member_id: str, epoch: int, owned=None, **extra):
+    return await g.consumer_heartbeat("g", member_id=member_id, epoch=epoch, owned=owned, **extra)
+
+
+async def join(g: GroupSet, member_id: str):
+    return await beat(g, member_id, 0, owned=[], rebalance_timeout_ms=30_000, subscribed=["t"])
+
+
+@pytest.fixture
+def autojump_clock():
+    return trio.testing.MockClock(autojump_threshold=0)
+
+
+async def test_heartbeats_that_arrive_together_share_one_target(autojump_clock):
+    assignor = Counting()
+    g = groups(Store(), assignor)
+    replies = {}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        async with trio.open_nursery() as fleet:
+            for n in range(10):
+                async def one(member_id=f"m{n}"):
+                    replies[member_id] = await join(g, member_id)
+                fleet.start_soon(one)
+        assert assignor.calls == 1  # not one per join
+        assert {r.epoch for r in replies.values()} == {10}
+        assert sum(len(r.assignment) for r in replies.values()) == 12  # nobody held anything: all free
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_answer_waits_for_its_state_to_be_stored_and_a_failed_write_is_an_error(autojump_clock):
+    store = Store()
+    g = groups(store)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        store.gate = trio.Event()
+        answered = []
+
+        async def joined():
+            answered.append(await join(g, "m1"))
+        nursery.start_soon(joined)
+        await trio.sleep(5)
+        assert answered == [] and store.written == []  # not answered while not stored
+        store.gate.set()
+        await trio.sleep(0.1)
+        assert answered[0].error == E.NONE and store.written[-1]["members"][0]["epoch"] == answered[0].epoch
+        written = len(store.written)
+        steady = await beat(g, "m1", answered[0].epoch, owned=sorted(answered[0].assignment))
+        assert steady.error == E.NONE and len(store.written) == written  # nothing changed: nothing written
+        store.fail = True
+        assert (await join(g, "m2")).error == E.COORDINATOR_NOT_AVAILABLE
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_silent_member_expires_on_the_timer_and_the_group_is_stored(autojump_clock):
+    store = Store()
+    g = groups(store)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        first = await join(g, "m1")
+        await join(g, "m2")
+        for _ in range(4):  # m1 keeps heartbeating; m2 falls silent
+            await trio.sleep(4)
+            first = await beat(g, "m1", first.epoch, owned=sorted(first.assignment or ()))
+        assert "m2" not in g.consumer_groups["g"].members
+        assert [m["id"] for m in store.written[-1]["members"]] == ["m1"]
+        nursery.cancel_scope.cancel()
+
+
+def _classic_join(member_id: str = "") -> dict:
+    return dict(member_id=member_id, instance_id=None, client_id="c", client_host="h", session_timeout=6.0,
+                rebalance_timeout=30.0, protocol_type="consumer", protocols=[("range", SUB)],
+                require_known_member_id=False)
+
+
+async def test_a_classic_group_upgrades_when_a_consumer_member_joins_and_downgrades_when_it_leaves(autojump_clock):
+    g = groups(Store())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        joined = await g.join("g", **_classic_join())
+        synced = await g.sync("g", joined.member_id, generation=joined.generation, instance_id=None,
+                              protocol_type="consumer", protocol_name="range", assignments={})
+        assert len(decode_assignment(synced.assignment)[1].assigned_partitions[0].partitions) == 12
+        old = joined.member_id
+        new = await join(g, "c1")  # the upgrade: the classic member keeps all it holds for now
+        assert "g" in g.consumer_groups and "g" not in g.groups
+        assert new.error == E.NONE and new.assignment == frozenset()
+        assert g.heartbeat("g", old, joined.generation, None) == E.REBALANCE_IN_PROGRESS
+        again = await g.join("g", **{**_classic_join(old), "protocols": [("range", encode_subscription(
+            ConsumerProtocolSubscription(topics=["t"], owned_partitions=[]), 1))]})  # eager: gave all up
+        assert again.error == E.NONE and again.generation == new.epoch and again.leader == ""
+        synced = await g.sync("g", old, generation=again.generation, instance_id=None,
+                              protocol_type="consumer", protocol_name="range", assignments={})
+        kept = decode_assignment(synced.assignment)[1].assigned_partitions[0].partitions
+        assert synced.error == E.NONE and len(kept) == 6
+        took = await beat(g, "c1", new.epoch, owned=[])
+        assert len(took.assignment) == 6 and not {("t", p) for p in kept} & took.assignment
+        assert g.heartbeat("g", old, again.generation, None) == E.NONE
+        assert (await beat(g, "c1", -1)).error == E.NONE  # the consumer member leaves: classic again
+        assert "g" in g.groups and "g" not in g.consumer_groups
+        assert g.heartbeat("g", old, again.generation, None) == E.REBALANCE_IN_PROGRESS
+        nursery.cancel_scope.cancel()
+
+
+async def test_no_upgrade_when_the_policy_forbids_it(autojump_clock):
+    g = groups(Store(), migration_policy="downgrade")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        await g.join("g", **_classic_join())
+        assert (await join(g, "c1")).error == E.GROUP_ID_NOT_FOUND
+        assert "g" in g.groups
+        nursery.cancel_scope.cancel()
+
+
+def test_only_consumer_protocol_groups_upgrade_and_only_all_classic_groups_downgrade():
+    connect = Group("g", GroupConfig(initial_rebalance_delay=0.0))
+    connect.protocol_type = "connect"
+    assert "not the consumer protocol" in upgrade(connect, ConsumerGroupConfig(), CONSUMER_GROUP_ASSIGNORS, {})
+    consumer = ConsumerGroup("g", ConsumerGroupConfig(), CONSUMER_GROUP_ASSIGNORS, {"t": 12})
+    consumer.heartbeat(0.0, member_id="c1", epoch=0, rebalance_timeout_ms=1000, subscribed=["t"], owned=[])
+    consumer.classic_join(0.0, member_id="k1", instance_id=None, client_id="c", client_host="h",
+                          session_timeout=6.0, rebalance_timeout=30.0, protocols=(("range", SUB),),
+                          subscribed=["t"], owned=[])
+    assert downgrade(consumer, GroupConfig(), 0.0) is None  # c1 still speaks the consumer protocol
+    consumer.remove("c1")
+    classic = downgrade(consumer, GroupConfig(), 0.0)
+    assert classic is not None and list(classic.members) == ["k1"] and classic.protocol_name == "range"
