@@ -42,7 +42,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     JOIN_GROUP.key: (0, 9), SYNC_GROUP.key: (0, 5), HEARTBEAT.key: (0, 4), LEAVE_GROUP.key: (0, 5),
     OFFSET_COMMIT.key: (2, 9), OFFSET_FETCH.key: (1, 9), LIST_GROUPS.key: (0, 5),
     DESCRIBE_GROUPS.key: (0, 5), DELETE_GROUPS.key: (0, 2), SASL_HANDSHAKE.key: (0, 1), SASL_AUTHENTICATE.key: (0, 2),
-    CONSUMER_GROUP_HEARTBEAT.key: (0, 1), CONSUMER_GROUP_DESCRIBE.key: (0, 0),
+    CONSUMER_GROUP_HEARTBEAT.key: (0, 1), CONSUMER_GROUP_DESCRIBE.key: (0, 1),
 }
 # The APIs clients send only to a partition's leader. Some clients apply the bootstrap
 # server's ApiVersions to every broker (KafkaJS does, and stops a consumer whose broker lacks
@@ -52,6 +52,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 # NOT_LEADER_OR_FOLLOWER, and the client looks the leader up again.
 LEADER_ONLY: dict[int, tuple[int, int]] = {
     PRODUCE.key: (3, 9), FETCH.key: (4, 12), LIST_OFFSETS.key: (1, 6), OFFSET_FOR_LEADER_EPOCH.key: (2, 4)}
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's member types (KIP-1099)
 INSTANCE_NODE_BASE = 1_000_000_000  # coordinator node ids: never a broker's
 MAX_TOPIC_NAME = 249  # characters: Kafka's limit on topic names
 MAX_OFFSET_METADATA = 4096  # characters: Kafka's offset.metadata.max.bytes
@@ -400,7 +401,8 @@ class Handlers:
                     member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id, member_epoch=x.epoch,
                     client_id=x.client_id, client_host=x.client_host, subscribed_topic_names=list(x.subscribed),
                     subscribed_topic_regex=x.regex, assignment=self._described(x.assigned),
-                    target_assignment=self._described(group.target.get(x.member_id, frozenset())))
+                    target_assignment=self._described(group.target.get(x.member_id, frozenset())),
+                    member_type=CLASSIC_MEMBER if x.classic is not None else CONSUMER_MEMBER)
                     for x in group.members.values()]))
         return m.ConsumerGroupDescribeResponse(groups=described)
 

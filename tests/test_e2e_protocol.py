@@ -47,7 +47,7 @@ def test_api_versions_advertises_exactly_what_is_served(raw):
     ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert ranges[OFFSET_COMMIT.key] == (2, 9) and ranges[FIND_COORDINATOR.key] == (0, 4)
     assert ranges[OFFSET_FETCH.key] == (1, 9)  # v9: KIP-848's member epochs; v10 names topics by id
-    assert ranges[CONSUMER_GROUP_HEARTBEAT.key] == (0, 1) and ranges[CONSUMER_GROUP_DESCRIBE.key] == (0, 0)
+    assert ranges[CONSUMER_GROUP_HEARTBEAT.key] == (0, 1) and ranges[CONSUMER_GROUP_DESCRIBE.key] == (0, 1)
     # and the leader-only APIs, as every ZooKeeper-mode Kafka since 2.8 serves them
     assert {k: ranges.pop(k) for k in (PRODUCE.key, FETCH.key, LIST_OFFSETS.key, OFFSET_FOR_LEADER_EPOCH.key)} == {
         PRODUCE.key: (3, 9), FETCH.key: (4, 12), LIST_OFFSETS.key: (1, 6), OFFSET_FOR_LEADER_EPOCH.key: (2, 4)}

@@ -79,19 +79,20 @@ def described_assignment(a: dict) -> bytes:
                  + array(tp["partitions"], i32) + TAGS) + TAGS
 
 
-def described_member(m: dict) -> bytes:
+def described_member(m: dict, version: int) -> bytes:
     return b"".join([
         string(m["member_id"]), string(m["instance_id"]), string(m["rack_id"]), i32(m["member_epoch"]),
         string(m["client_id"]), string(m["client_host"]), array(m["subscribed_topic_names"], string),
         string(m["subscribed_topic_regex"]), described_assignment(m["assignment"]),
-        described_assignment(m["target_assignment"]), TAGS])
+        described_assignment(m["target_assignment"]),
+        struct.pack(">b", m["member_type"]) if version >= 1 else b"", TAGS])
 
 
 def describe_response(v: dict, version: int) -> bytes:
     return i32(v["throttle_time_ms"]) + array(v["groups"], lambda g: b"".join([
         i16(g["error_code"]), string(g["error_message"]), string(g["group_id"]), string(g["group_state"]),
         i32(g["group_epoch"]), i32(g["assignment_epoch"]), string(g["assignor_name"]),
-        array(g["members"], described_member), i32(g["authorized_operations"]), TAGS])) + TAGS
+        array(g["members"], lambda m: described_member(m, version)), i32(g["authorized_operations"]), TAGS])) + TAGS
 
 
 LAYOUTS = {(CONSUMER_GROUP_HEARTBEAT, "request"): heartbeat_request,

@@ -1,8 +1,8 @@
 """ConsumerGroupDescribe (key 69, KIP-848): consumer-protocol groups as they are, with each
-member's epoch, current and target assignment. (v1 adds a member type, KIP-1099: not yet
-declared.)"""
+member's epoch, current and target assignment. v1 adds each member's type (KIP-1099): 0 a
+member speaking the classic protocol (a group migrating), 1 the consumer protocol."""
 
-from ..schema import BOOL, INT16, INT32, NULL, STRING, UUID, Array, F, S, api
+from ..schema import BOOL, INT8, INT16, INT32, NULL, STRING, UUID, Array, F, S, api
 
 _ASSIGNMENT = S("ConsumerGroupDescribeAssignment",
     F("topic_partitions", Array(S("ConsumerGroupDescribeTopicPartitions",
@@ -12,7 +12,7 @@ _ASSIGNMENT = S("ConsumerGroupDescribeAssignment",
     ))),
 )
 
-CONSUMER_GROUP_DESCRIBE = api(69, "ConsumerGroupDescribe", "0", "0+", request=[
+CONSUMER_GROUP_DESCRIBE = api(69, "ConsumerGroupDescribe", "0-1", "0+", request=[
     F("group_ids", Array(STRING)),
     F("include_authorized_operations", BOOL),
 ], response=[
@@ -36,6 +36,7 @@ CONSUMER_GROUP_DESCRIBE = api(69, "ConsumerGroupDescribe", "0", "0+", request=[
             F("subscribed_topic_regex", STRING, nullable="0+", default=NULL),
             F("assignment", _ASSIGNMENT),
             F("target_assignment", _ASSIGNMENT),
+            F("member_type", INT8, "1+", default=-1),
         ))),
         F("authorized_operations", INT32, default=-(2**31)),
     ))),
