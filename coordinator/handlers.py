@@ -56,6 +56,8 @@ CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's member type
 INSTANCE_NODE_BASE = 1_000_000_000  # coordinator node ids: never a broker's
 MAX_TOPIC_NAME = 249  # characters: Kafka's limit on topic names
 MAX_OFFSET_METADATA = 4096  # characters: Kafka's offset.metadata.max.bytes
+MAX_SUBSCRIBED_TOPICS = 10_000  # names in one consumer-protocol member's subscription
+MAX_TOPIC_REGEX = 4096  # characters of a consumer-protocol member's subscription expression
 CLUSTER_ID = "groupkeeper"
 # Kafka's internal topics: marked so that clients leave them out of pattern subscriptions
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -349,7 +351,7 @@ class Handlers:
 
         if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
             return refused(E.GROUP_AUTHORIZATION_FAILED)
-        invalid = _invalid_heartbeat(request, header.api_version)
+        invalid = _invalid_heartbeat(request, header.api_version, self.coordinator.group_config.max_group_id_length)
         if invalid is not None:
             return refused(E.INVALID_REQUEST, invalid)
         route = self.coordinator.route(request.group_id, empty_ok=False)
@@ -591,10 +593,19 @@ class Handlers:
         return E.NONE
 
 
-def _invalid_heartbeat(request, version: int) -> str | None:
+def _invalid_heartbeat(request, version: int, max_id: int) -> str | None:
     """What Kafka refuses INVALID_REQUEST in a ConsumerGroupHeartbeat before looking at
-    the group, or None. From v1 the member makes up its own id, even to join."""
+    the group, or None. From v1 the member makes up its own id, even to join. Beyond Kafka,
+    what the group would keep is bounded: ids as group ids are, topic names as Kafka's, the
+    subscription's size."""
     epoch = request.member_epoch
+    if any(len(x or "") > max_id for x in (request.member_id, request.instance_id, request.rack_id)):
+        return f"MemberId, InstanceId and RackId can't be longer than {max_id} characters."
+    names = request.subscribed_topic_names or ()
+    if len(names) > MAX_SUBSCRIBED_TOPICS or any(len(name) > MAX_TOPIC_NAME for name in names):
+        return f"At most {MAX_SUBSCRIBED_TOPICS} subscribed topics, of at most {MAX_TOPIC_NAME} characters."
+    if len(request.subscribed_topic_regex or "") > MAX_TOPIC_REGEX:
+        return f"SubscribedTopicRegex can't be longer than {MAX_TOPIC_REGEX} characters."
     if not request.member_id and (epoch != 0 or version >= 1):
         return "MemberId can't be empty."
     if request.instance_id == "":

@@ -18,7 +18,7 @@ from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from protocol import ErrorCode as E
-from protocol.schemas import CONSUMER_GROUP_DESCRIBE, OFFSET_COMMIT, OFFSET_FETCH
+from protocol.schemas import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH
 from tests.clients import CK, RawConnection, find_coordinator, kp_assigned, kp_commit, kp_consumer, poll_until
 from tests.coordinator_process import CoordinatorProcess, cluster
 
@@ -285,3 +285,24 @@ def test_a_live_classic_group_migrates_to_the_consumer_protocol_and_back(groupke
         groupkeeper.wait_for_log("rebalance completed", group="migrating")  # a classic generation again
     finally:
         kp.close()
+
+
+def test_what_a_member_would_make_the_group_keep_is_bounded(groupkeeper):
+    raw = RawConnection(groupkeeper.port)
+    try:
+        def join(**extra):
+            body = {"group_id": "bounded", "member_id": "m-1", "member_epoch": 0, "rebalance_timeout_ms": 1000,
+                    "subscribed_topic_names": [TOPIC], **extra}
+            return raw.call(CONSUMER_GROUP_HEARTBEAT, 1, body)
+
+        for bad in ({"member_id": "m" * 1025}, {"instance_id": "i" * 1025},
+                    {"subscribed_topic_names": ["t" * 250]}, {"subscribed_topic_names": [f"t{n}" for n in range(10_001)]},
+                    {"subscribed_topic_regex": "o" * 4097}, {"subscribed_topic_names": None}, {"member_id": ""}):
+            answer = join(**bad)
+            assert answer.error_code == E.INVALID_REQUEST and answer.error_message, bad
+        assert join(subscribed_topic_regex="(").error_code == E.INVALID_REGULAR_EXPRESSION
+        good = join()
+        assert good.error_code == E.NONE and good.member_epoch == 1
+        assert good.assignment.topic_partitions[0].partitions == list(range(PARTITIONS))
+    finally:
+        raw.close()
