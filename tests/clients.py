@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import signal
 import socket
 import ssl
 import struct
+import subprocess
+import sys
 import threading
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 from confluent_kafka import Consumer as CKConsumer
 from kafka import KafkaConsumer
@@ -90,6 +95,35 @@ class CK:
 
     def poll(self):
         self.consumer.poll(0.1)
+
+
+@contextmanager
+def member_process(script: Path):
+    """A member running `script` in a process of its own, once it prints "assigned"; killed
+    on the way out if still alive."""
+    victim = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert victim.stdout.readline().strip() == "assigned"
+        yield victim
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(timeout=10)
+
+
+def kill_and_take_over(coordinator, victim: subprocess.Popen, survivor: CK, group: str, everything: set,
+                       at_least: float) -> None:
+    """SIGKILL the member process `victim` while `survivor` polls: the survivor ends up with
+    `everything`, not before `at_least` seconds (the session timeout); it is closed after."""
+    try:
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+        killed = time.monotonic()
+        poll_until(lambda: survivor.assigned == everything, survivor, timeout=30)
+        assert time.monotonic() - killed >= at_least  # after the session timeout, not before
+        coordinator.wait_for_log("member removed", group=group, reason="session timeout")
+    finally:
+        survivor.consumer.close()
 
 
 def kp_commit(consumer: KafkaConsumer, offsets: dict, timeout: float = 30.0) -> None:

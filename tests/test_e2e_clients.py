@@ -3,11 +3,7 @@ kafka-python and confluent-kafka (librdkafka) consumers in one group, their admi
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, ConsumerGroupType, KafkaError, KafkaException
@@ -17,7 +13,7 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.clients import CK, kp_assigned, kp_commit, kp_consumer, poll_until
+from tests.clients import CK, kill_and_take_over, kp_assigned, kp_commit, kp_consumer, member_process, poll_until
 from tests.coordinator_process import CoordinatorProcess
 
 TOPIC, PARTITIONS = "orders", 6
@@ -80,24 +76,10 @@ def test_a_killed_consumer_loses_its_partitions_after_the_session_timeout(groupk
         while True:
             c.poll(timeout_ms=100)
     """))
-    victim = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert victim.stdout.readline().strip() == "assigned"
+    with member_process(script) as victim:
         ck = CK(groupkeeper.bootstrap, "kill", TOPIC)  # joins once the victim is a member: it moves partitions
-        try:
-            poll_until(lambda: ck.assigned and len(ck.assigned) < PARTITIONS, ck)
-            victim.send_signal(signal.SIGKILL)
-            victim.wait(timeout=10)
-            killed = time.monotonic()
-            poll_until(lambda: ck.assigned == ALL, ck)
-            assert time.monotonic() - killed >= 2.0  # after its 3 s session timeout, not before
-            groupkeeper.wait_for_log("member removed", group="kill", reason="session timeout")
-        finally:
-            ck.consumer.close()
-    finally:
-        if victim.poll() is None:
-            victim.kill()
-            victim.wait(timeout=10)
+        poll_until(lambda: ck.assigned and len(ck.assigned) < PARTITIONS, ck)
+        kill_and_take_over(groupkeeper, victim, ck, "kill", ALL, at_least=2.0)  # its session: 3 s
 
 
 def test_seed_commit_in_the_revoke_callback_is_kept_for_the_next_owner(groupkeeper):

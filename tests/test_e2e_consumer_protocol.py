@@ -5,8 +5,6 @@ members reconcile a step per heartbeat."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 
@@ -19,7 +17,8 @@ from kafka.structs import OffsetAndMetadata
 
 from protocol import ErrorCode as E
 from protocol.schemas import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH
-from tests.clients import CK, RawConnection, find_coordinator, kp_assigned, kp_commit, kp_consumer, poll_until
+from tests.clients import (CK, RawConnection, find_coordinator, kill_and_take_over, kp_assigned, kp_commit,
+                           kp_consumer, member_process, poll_until)
 from tests.coordinator_process import CoordinatorProcess, cluster
 
 TOPIC, PARTITIONS = "orders", 6
@@ -98,24 +97,10 @@ def test_a_killed_member_loses_its_partitions_after_the_session_timeout(groupkee
         while True:
             c.poll(0.1)
     """))
-    victim = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert victim.stdout.readline().strip() == "assigned"
+    with member_process(script) as victim:
         survivor = consumer(groupkeeper, "kill")
-        try:
-            poll_until(lambda: survivor.assigned and len(survivor.assigned) == 3, survivor)
-            victim.send_signal(signal.SIGKILL)
-            victim.wait(timeout=10)
-            killed = time.monotonic()
-            poll_until(lambda: survivor.assigned == ALL, survivor, timeout=30)
-            assert time.monotonic() - killed >= 5.0  # after the 6 s session timeout, not before
-            groupkeeper.wait_for_log("member removed", group="kill", reason="session timeout")
-        finally:
-            survivor.consumer.close()
-    finally:
-        if victim.poll() is None:
-            victim.kill()
-            victim.wait(timeout=10)
+        poll_until(lambda: survivor.assigned and len(survivor.assigned) == 3, survivor)
+        kill_and_take_over(groupkeeper, victim, survivor, "kill", ALL, at_least=5.0)  # its session: 6 s
 
 
 def test_a_static_member_restarted_gets_its_partitions_back_and_the_other_sees_nothing(groupkeeper):
