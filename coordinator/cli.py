@@ -471,6 +471,48 @@ def bench_security(as_json: bool, seconds: float, profile_dir: str | None) -> No
                security.SecurityBenchError)
 
 
+@bench.command("rebalance")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--members", default=100, show_default=True, type=click.IntRange(1, 1000),
+              help="Members that join the group, one after another.")
+@click.option("--partitions", default=1000, show_default=True, type=click.IntRange(1, 100_000),
+              help="Partitions of the topic they all subscribe to.")
+@click.option("--join-interval", default=1.0, show_default=True, type=click.FloatRange(0, 600),
+              help="Seconds between one member's join and the next's.")
+@click.option("--heartbeat-ms", default=500, show_default=True, type=click.IntRange(100, 60_000),
+              help="Heartbeat interval of both protocols (classic heartbeat.interval.ms; the coordinator's "
+                   "group_consumer_heartbeat_interval_ms).")
+@click.option("--session-timeout-ms", default=10_000, show_default=True, type=click.IntRange(1000, 600_000),
+              help="Session timeout of both protocols.")
+@click.option("--settle", default=5.0, show_default=True, type=click.FloatRange(0.1, 600),
+              help="Seconds nothing may change for a protocol's group to count as stable.")
+@click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1, 7200),
+              help="Seconds after the last join a protocol may take to become stable before it is reported as not.")
+@click.option("--protocols", default="cooperative-sticky,range,consumer", show_default=True,
+              help="The rows, in order: cooperative-sticky and range (classic), consumer (KIP-848).")
+def bench_rebalance(as_json: bool, members: int, partitions: int, join_interval: float, heartbeat_ms: int,
+                    session_timeout_ms: int, settle: float, timeout: float, protocols: str) -> None:
+    """Members joining a running group one after another, under the classic protocol
+    (cooperative-sticky, eager range) and KIP-848's (server-side uniform), in one run: time
+    until stable, partitions paused per member, rebalances."""
+    try:
+        from .bench import rebalance
+        import confluent_kafka  # noqa: F401  (the members)
+    except ImportError as exc:
+        raise click.ClickException(f"bench rebalance needs confluent-kafka (the 'test' extra): {exc}") from None
+    rows = tuple(p.strip() for p in protocols.split(",") if p.strip())
+    unknown = [p for p in rows if p not in rebalance.ROWS]
+    if unknown or not rows:
+        raise click.ClickException(f"--protocols: unknown {', '.join(unknown) or '(none given)'}; "
+                                   f"known: {', '.join(rebalance.ROWS)}")
+    if heartbeat_ms >= session_timeout_ms:
+        raise click.ClickException("--heartbeat-ms must be less than --session-timeout-ms")
+    settings = rebalance.Settings(members=members, partitions=partitions, join_interval=join_interval,
+                                  heartbeat_ms=heartbeat_ms, session_timeout_ms=session_timeout_ms, settle=settle,
+                                  timeout=timeout, rows=rows)
+    _run_bench(lambda: rebalance.run(settings), rebalance.table, as_json, rebalance.RebalanceBenchError)
+
+
 @bench.command("zk-commits")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--zookeeper", help="Use this ZooKeeper; absent: a fresh local one in a temporary directory.")

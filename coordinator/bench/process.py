@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from kazoo.client import KazooClient
+
 
 class NotStarted(Exception):
     """The process exited, or did not load its group-partitions in time: its last log line."""
@@ -48,3 +50,15 @@ def raise_open_files(wanted: int) -> None:
     if soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard),
                                                     hard))
+
+
+def chroot(connect: str, path: str) -> str:
+    """A ZooKeeper connect string for a chroot of its own at `path`, which is created."""
+    client = KazooClient(hosts=connect)
+    client.start(timeout=10)
+    try:
+        client.ensure_path(path)
+    finally:
+        client.stop()
+        client.close()
+    return connect + path

@@ -54,7 +54,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from kazoo.client import KazooClient
 
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.consumer import encode_subscription
@@ -66,7 +65,7 @@ from ..security.authorizer import Acl, Operation, PatternType, Permission, Resou
 from ..security.users import UserAdmin
 from ..store.zkserver import ZooKeeperServer, free_port
 from .load import profile as py_spy
-from .process import NotStarted, RunProcess
+from .process import NotStarted, RunProcess, chroot
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
 USER, PASSWORD, MECHANISM, ITERATIONS = "bench", "bench-password", "SCRAM-SHA-512", 4096
@@ -149,17 +148,6 @@ class _Coordinator:
 
 def _pin(cpus: set[int]):
     return (lambda: os.sched_setaffinity(0, cpus)) if _PINNING else None
-
-
-def _chroot(connect: str, path: str) -> str:
-    client = KazooClient(hosts=connect)
-    client.start(timeout=10)
-    try:
-        client.ensure_path(path)
-    finally:
-        client.stop()
-        client.close()
-    return connect + path
 
 
 # -- the client -------------------------------------------------------------------------------
@@ -455,8 +443,8 @@ def _run(work: Path, seconds: float, profile_dir: Path | None) -> dict:
 
     cafile, cert, key = _certificates(work)
     with ZooKeeperServer(work / "zookeeper", free_port()) as zookeeper:
-        main_zk = _chroot(zookeeper.connect_string, "/groupkeeper-main")
-        acls_zk = _chroot(zookeeper.connect_string, "/groupkeeper-acls")
+        main_zk = chroot(zookeeper.connect_string, "/groupkeeper-main")
+        acls_zk = chroot(zookeeper.connect_string, "/groupkeeper-acls")
         with UserAdmin(main_zk) as users:
             users.add(USER, MECHANISM, PASSWORD, ITERATIONS)
         with AclAdmin(acls_zk) as acls:
