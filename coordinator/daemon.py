@@ -318,7 +318,9 @@ def _group_config(config: dict[str, Any]) -> GroupConfig:
                        config["group_max_size"], config["group_id_max_length"],
                        config["group_max_record_bytes"], config["offset_commit_max_partitions"],
                        config["group_max_offset_metadata_bytes"], ConsumerGroupConfig(
-                           config["group_consumer_session_timeout_ms"] / 1000,
-                           config["group_consumer_heartbeat_interval_ms"] / 1000,
-                           config["group_consumer_max_size"], config["group_consumer_assignors"][0],
-                           config["group_consumer_migration_policy"]))
+                           session_timeout=config["group_consumer_session_timeout_ms"] / 1000,
+                           heartbeat_interval=config["group_consumer_heartbeat_interval_ms"] / 1000,
+                           max_size=config["group_consumer_max_size"],
+                           max_record_bytes=config["group_max_record_bytes"],
+                           default_assignor=config["group_consumer_assignors"][0],
+                           migration_policy=config["group_consumer_migration_policy"]))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from coordinator.assignors import CONSUMER_GROUP_ASSIGNORS
 from coordinator.groups.consumer_group import (ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState,
-                                               MemberState)
+                                               MemberState, member_bytes)
 from protocol import ErrorCode as E
 
 ALL = {("orders", p) for p in range(6)}
@@ -36,7 +36,9 @@ def beat(g: ConsumerGroup, member_id: str, now: float = 1.0, owned=None, epoch: 
 
 
 def held_once(g: ConsumerGroup) -> None:
-    """No partition usable by two members, nor usable by one while another gives it up."""
+    """No partition usable by two members, nor usable by one while another gives it up; and
+    the running count of what members make the record keep is right."""
+    assert g.record_bytes == sum(member_bytes(m) for m in g.members.values())
     seen: dict = {}
     for m in g.members.values():
         for tp in m.assigned | m.revoking:
@@ -212,3 +214,15 @@ def test_the_range_assignor_keeps_ranges_and_what_members_hold():
     assert kept == {("orders", p) for p in (0, 1, 2)}  # m1 keeps the first half it held
     beat(g, "m1", owned=kept)
     assert beat(g, "m2").assignment == {("orders", p) for p in (3, 4, 5)}
+
+
+def test_what_members_make_the_record_keep_is_bounded():
+    g = ConsumerGroup("g", ConsumerGroupConfig(max_record_bytes=2000), CONSUMER_GROUP_ASSIGNORS, {"orders": 6})
+    joined = [join(g, client_id="c" * 400, member_id=f"m{n}") for n in range(5)]
+    assert [r.error for r in joined] == [E.NONE] * 3 + [E.GROUP_MAX_SIZE_REACHED] * 2  # 3 x ~560 bytes fit
+    held_once(g)
+    grow = g.heartbeat(1.0, member_id="m0", epoch=g.members["m0"].epoch, subscribed=["orders", "x" * 600])
+    assert grow.error == E.GROUP_MAX_SIZE_REACHED and g.members["m0"].subscribed == ("orders",)
+    g.heartbeat(1.0, member_id="m1", epoch=-1)  # one leaves: room for another
+    assert join(g, 2.0, client_id="c" * 400, member_id="m9").error == E.NONE
+    held_once(g)

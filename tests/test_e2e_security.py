@@ -25,7 +25,7 @@ from kafka.structs import OffsetAndMetadata
 from coordinator.admin import read_exactly
 from coordinator.store.zkserver import free_port
 from protocol import ErrorCode as E
-from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, JOIN_GROUP, LIST_GROUPS,
+from protocol.schemas import (API_VERSIONS, CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, JOIN_GROUP, LIST_GROUPS,
                               METADATA, OFFSET_COMMIT, OFFSET_FETCH, SASL_HANDSHAKE)
 from tests.certs import Authority
 from tests.clients import CK, RawConnection, RawMember, SecureConnection, kp_assigned, kp_commit, kp_consumer, poll_until
@@ -353,3 +353,26 @@ def _closed(sock) -> bool:
     except (ssl.SSLError, ConnectionError):
         return True
     return data == b"" or (not data.startswith(b"\x00") and _closed(sock))
+
+
+def test_consumer_protocol_groups_follow_the_same_acls(secured):
+    """A librdkafka member with group.protocol=consumer reads bob's group over SASL_SSL as bob;
+    alice may neither heartbeat into it nor describe it."""
+    consumer = CK(f"127.0.0.1:{secured.sasl_port}", "team-b-848", "orders", protocol="consumer", **{
+        "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "bob",
+        "sasl.password": PASSWORDS["bob"], "ssl.ca.location": secured.authority.cafile})
+    alice, bob = secured.connect("alice"), secured.connect("bob")
+    try:
+        poll_until(lambda: consumer.assigned == ORDERS, consumer)
+        joined = alice.call(CONSUMER_GROUP_HEARTBEAT, 1, {
+            "group_id": "team-b-848", "member_id": "alice-1", "member_epoch": 0, "rebalance_timeout_ms": 1000,
+            "subscribed_topic_names": ["orders"]})
+        assert joined.error_code == E.GROUP_AUTHORIZATION_FAILED and joined.assignment is None
+        assert [g.error_code for g in alice.call(CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["team-b-848"]}).groups] == [
+            E.GROUP_AUTHORIZATION_FAILED]
+        [described] = bob.call(CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["team-b-848"]}).groups
+        assert described.error_code == E.NONE and [m.member_type for m in described.members] == [1]
+    finally:
+        alice.close()
+        bob.close()
+        consumer.consumer.close()

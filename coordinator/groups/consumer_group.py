@@ -81,6 +81,7 @@ class ConsumerGroupConfig:
     session_timeout: float = 45.0  # group.consumer.session.timeout.ms
     heartbeat_interval: float = 5.0  # group.consumer.heartbeat.interval.ms
     max_size: int = 0  # group.consumer.max.size; 0: no limit
+    max_record_bytes: int = 8 * 1024 * 1024  # of what members make the stored record keep (`member_bytes`)
     default_assignor: str = "uniform"  # the first of group.consumer.assignors
     migration_policy: str = "bidirectional"  # group.consumer.migration.policy: see migration.py
 
@@ -140,6 +141,7 @@ class ConsumerGroup:
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     holders: dict[TopicPartition, str] = field(default_factory=dict)  # who holds (or is revoking) each
     version: int = 0  # bumped by every change worth storing: the runtime writes when it moved
+    record_bytes: int = 0  # the members' `member_bytes`, summed as they come, change and go
     failures: list[tuple[str, str]] = field(default_factory=list)  # (strategy, what went wrong), for the runtime
 
     @property
@@ -192,11 +194,17 @@ class ConsumerGroup:
                 return HeartbeatReply(E.UNKNOWN_MEMBER_ID)
             if not self._epoch_ok(member, epoch, owned):
                 return HeartbeatReply(E.FENCED_MEMBER_EPOCH)
-        changed = False
-        if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
-            member.subscribed, changed = tuple(sorted(set(subscribed))), True
-        if regex is not None and (regex or None) != member.regex:  # "": no expression any more
-            member.regex, changed = regex or None, True
+        names = member.subscribed if subscribed is None else tuple(sorted(set(subscribed)))
+        pattern = member.regex if regex is None else regex or None  # "": no expression any more
+        if epoch != 0 and (names, pattern, rack_id or member.rack_id) != (member.subscribed, member.regex,
+                                                                          member.rack_id):
+            grown = _size(member.member_id, member.instance_id, rack_id or member.rack_id, member.client_id,
+                          member.client_host, pattern, names, member.classic) - member_bytes(member)
+            if not self._fits(grown):
+                return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
+            self.record_bytes += grown
+        changed = (names, pattern) != (member.subscribed, member.regex)
+        member.subscribed, member.regex = names, pattern
         if assignor is not None and assignor != member.assignor:
             member.assignor, changed = assignor, True
         if rebalance_timeout_ms != -1 and member.rebalance_timeout != rebalance_timeout_ms / 1000:
@@ -242,9 +250,12 @@ class ConsumerGroup:
             return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
         member = ConsumerMember(member_id or self.new_member_id(), instance_id, rack_id, client_id, client_host,
                                 rebalance_timeout_ms / 1000, tuple(sorted(set(subscribed or ()))), regex or None)
+        leaving = replaced if replaced is not None and replaced.member_id != member.member_id else existing
+        if not self._fits(member_bytes(member) - (member_bytes(leaving) if leaving is not None else 0)):
+            return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
         if replaced is not None and replaced.member_id != member.member_id:
             # a static member coming back: where it was carries over, nothing is reassigned
-            del self.members[replaced.member_id]
+            self._drop(replaced.member_id)
             self._release(replaced)
             self.target[member.member_id] = self.target.pop(replaced.member_id, frozenset())
             member.epoch = member.previous_epoch = replaced.previous_epoch
@@ -256,8 +267,9 @@ class ConsumerGroup:
         else:
             if existing is not None:  # a rejoin (after it was fenced, say): it starts afresh
                 self._release(existing)
+                self._drop(existing.member_id)
             self.group_epoch += 1
-        self.members[member.member_id] = member
+        self.add(member)
         self.version += 1
         return member
 
@@ -298,9 +310,8 @@ class ConsumerGroup:
             if static is not None and static.member_id != member_id:
                 if member_id:  # a known id that is not the instance's current one
                     return HeartbeatReply(E.FENCED_INSTANCE_ID)
-                member = None
                 self._release(static)  # the instance's new incarnation takes its place
-                del self.members[static.member_id]
+                self._drop(static.member_id)
                 target = self.target.pop(static.member_id, frozenset())
                 member_id = self.new_member_id()
                 self.target[member_id] = target
@@ -309,22 +320,29 @@ class ConsumerGroup:
                                         previous_epoch=static.previous_epoch, state=static.state,
                                         assigned=static.assigned, revoking=static.revoking,
                                         revocation_deadline=static.revocation_deadline)
-                self.members[member_id] = member
+                self.add(member)
                 self.hold(member)
         new = member is None
+        names, classic = tuple(sorted(set(subscribed))), ClassicProtocol(session_timeout, tuple(protocols))
+        if new and self.config.max_size and len(self.members) >= self.config.max_size:
+            return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
+        wanted = _size(member.member_id if member else member_id or "x" * 36, instance_id,
+                       member.rack_id if member else None, client_id, client_host, None, names, classic)
+        if not self._fits(wanted - (member_bytes(member) if member else 0)):
+            return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
         if new:
-            if self.config.max_size and len(self.members) >= self.config.max_size:
-                return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
             member = ConsumerMember(member_id or self.new_member_id(), instance_id, None, client_id, client_host,
                                     rebalance_timeout)
-            self.members[member.member_id] = member
+            self.add(member)
             self.group_epoch += 1
-        if tuple(sorted(set(subscribed))) != member.subscribed:
-            member.subscribed = tuple(sorted(set(subscribed)))
+        self.record_bytes -= member_bytes(member)
+        if names != member.subscribed:
+            member.subscribed = names
             if not new:
                 self.group_epoch += 1
         member.client_id, member.client_host, member.rebalance_timeout = client_id, client_host, rebalance_timeout
-        member.classic = ClassicProtocol(session_timeout, tuple(protocols))
+        member.classic = classic
+        self.record_bytes += member_bytes(member)
         member.session_deadline = now + session_timeout
         self.version += 1
         return self.respond(now, member, True, owned)
@@ -431,6 +449,19 @@ class ConsumerGroup:
         member.state = MemberState.STABLE if member.assigned == target else MemberState.UNRELEASED_PARTITIONS
         self.hold(member)
 
+    def add(self, member: ConsumerMember) -> None:
+        self.members[member.member_id] = member
+        self.record_bytes += member_bytes(member)
+
+    def _drop(self, member_id: str) -> ConsumerMember:
+        member = self.members.pop(member_id)
+        self.record_bytes -= member_bytes(member)
+        return member
+
+    def _fits(self, more: int) -> bool:
+        """Whether the record may grow by `more` bytes (a join, or a bigger subscription)."""
+        return not self.config.max_record_bytes or self.record_bytes + more <= self.config.max_record_bytes
+
     def hold(self, member: ConsumerMember) -> None:
         """Note the member as holder of what it may use and what it is giving up."""
         for tp in member.assigned | member.revoking:
@@ -448,7 +479,7 @@ class ConsumerGroup:
 
     def remove(self, member_id: str) -> None:
         """Take a member out (left, timed out, fenced): its partitions free, the group epoch bumped."""
-        member = self.members.pop(member_id)
+        member = self._drop(member_id)
         self._release(member)
         self.target.pop(member_id, None)
         self.group_epoch += 1
@@ -507,6 +538,21 @@ def _compiled(regex: str):
         return re2.compile(regex, _RE2_OPTIONS)
     except re2.error:
         return None
+
+
+MEMBER_RECORD_OVERHEAD = 128  # bytes a member takes in the stored record besides what it names
+
+
+def member_bytes(m: ConsumerMember) -> int:
+    """What a member makes its group's stored record keep, of what it chose: ids, host,
+    subscription, and a classic member's protocols (its partitions are the topics')."""
+    return _size(m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host, m.regex, m.subscribed, m.classic)
+
+
+def _size(member_id, instance_id, rack_id, client_id, client_host, regex, subscribed, classic) -> int:
+    return (MEMBER_RECORD_OVERHEAD + len(member_id) + len(instance_id or "") + len(rack_id or "") + len(client_id)
+            + len(client_host) + len(regex or "") + sum(len(t) + 4 for t in subscribed)
+            + (sum(len(name) + len(metadata) * 4 // 3 for name, metadata in classic.protocols) if classic else 0))
 
 
 def by_topic(tps) -> dict[str, list[int]]:

@@ -66,7 +66,7 @@ def upgrade(group: Group, config: ConsumerGroupConfig, assignors: dict[str, Assi
                                 tuple(sorted(set(subscription.topics))), epoch=group.generation,
                                 previous_epoch=group.generation, assigned=frozenset(assigned),
                                 session_deadline=m.deadline, classic=ClassicProtocol(m.session_timeout, protocols))
-        consumer.members[m.member_id] = member
+        consumer.add(member)
         consumer.target[m.member_id] = member.assigned
         consumer.hold(member)
     consumer.counted = {t: n for t in set().union(*(m.subscribed for m in consumer.members.values()))

@@ -110,7 +110,7 @@ def restore_consumer(group_id: str, data: dict[str, Any], now: float, config: Co
             MemberState(m["state"]), _partitions(m["assigned"]), revoking,
             session_deadline=now + (config.session_timeout if classic is None else classic.session_timeout),
             revocation_deadline=now + m["rebalance_timeout"] if revoking else None, classic=classic)
-        group.members[member.member_id] = member
+        group.add(member)
         group.target[member.member_id] = _partitions(m["target"])
         group.hold(member)
     return group
