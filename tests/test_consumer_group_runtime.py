@@ -9,6 +9,7 @@ import pytest
 import trio
 import trio.testing
 
+from coordinator import metrics
 from coordinator.assignors import BUILT_IN, CONSUMER_GROUP_ASSIGNORS
 from coordinator.groups.consumer_group import ConsumerGroup, ConsumerGroupConfig
 from coordinator.groups.group import Group, GroupConfig
@@ -183,3 +184,15 @@ def test_only_consumer_protocol_groups_upgrade_and_only_all_classic_groups_downg
     consumer.remove("c1")
     classic = downgrade(consumer, GroupConfig(), 0.0)
     assert classic is not None and list(classic.members) == ["k1"] and classic.protocol_name == "range"
+
+
+async def test_a_member_turned_away_is_counted_by_the_limit_reached(autojump_clock):
+    refused = metrics.GROUP_FULL_REFUSALS.labels("group_consumer_max_size")
+    g = groups(Store(), max_size=1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        before = refused._value.get()
+        assert (await join(g, "m1")).error == E.NONE
+        assert (await join(g, "m2")).error == E.GROUP_MAX_SIZE_REACHED
+        assert refused._value.get() == before + 1
+        nursery.cancel_scope.cancel()

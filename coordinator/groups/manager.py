@@ -310,6 +310,8 @@ class GroupSet:
             reply = group.respond(now, entered, epoch == 0, owned)
             if epoch == 0 and reply.error == E.NONE:
                 self._member_joined(group, entered)
+        if reply.error == E.GROUP_MAX_SIZE_REACHED:
+            self._full(group)
         if epoch in (LEAVE_EPOCH, -2) and reply.error == E.NONE:
             self._member_removed(group, member_id, "left" if epoch == LEAVE_EPOCH else "left (static)")
             if self._downgrade(group, now):
@@ -343,6 +345,12 @@ class GroupSet:
                            strategy=strategy, error=error)
             metrics.ASSIGNOR_FAILURES.labels(strategy).inc()
         self._schedule(group.group_id, now)
+
+    def _full(self, group: ConsumerGroup) -> None:
+        """A member turned away, or a subscription refused: counted by the limit reached."""
+        size = group.config.max_size
+        metrics.GROUP_FULL_REFUSALS.labels(
+            "group_consumer_max_size" if size and len(group.members) >= size else "group_max_record_bytes").inc()
 
     def _member_joined(self, group: ConsumerGroup, member) -> None:
         self.log.info("member joined", group=group.group_id, group_epoch=group.group_epoch,
@@ -486,6 +494,8 @@ class GroupSet:
                                    rebalance_timeout=rebalance_timeout, protocols=tuple(protocols),
                                    subscribed=list(subscription.topics), owned=owned)
         if reply.error != E.NONE:
+            if reply.error == E.GROUP_MAX_SIZE_REACHED:
+                self._full(group)
             return JoinReply(member_id, reply.error)
         if not member_id:
             self._member_joined(group, group.members[reply.member_id])
