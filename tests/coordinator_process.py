@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -141,3 +142,17 @@ def cluster(zookeeper, tmp_path: Path, size: int, **config) -> list[CoordinatorP
     first = CoordinatorProcess(zookeeper, tmp_path, instance_id=0, **config)
     return [first] + [CoordinatorProcess(zookeeper, tmp_path, chroot=first.chroot, instance_id=i, **config)
                       for i in range(1, size)]
+
+
+@contextmanager
+def serving(zookeeper, tmp_path: Path, topics: dict[str, int], **config):
+    """A started coordinator whose registry has `topics` (name: partitions); it must stop
+    cleanly on the way out."""
+    process = CoordinatorProcess(zookeeper, tmp_path, **config)
+    process.start()
+    try:
+        for name, partitions in topics.items():
+            process.topic(name, partitions)
+        yield process
+    finally:
+        assert process.stop() == 0

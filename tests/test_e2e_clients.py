@@ -14,7 +14,7 @@ from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.clients import CK, kill_and_take_over, kp_assigned, kp_commit, kp_consumer, member_process, poll_until
-from tests.coordinator_process import CoordinatorProcess
+from tests.coordinator_process import serving
 
 TOPIC, PARTITIONS = "orders", 6
 ALL = {(TOPIC, p) for p in range(PARTITIONS)}
@@ -22,13 +22,8 @@ ALL = {(TOPIC, p) for p in range(PARTITIONS)}
 
 @pytest.fixture
 def groupkeeper(zookeeper, tmp_path):
-    process = CoordinatorProcess(zookeeper, tmp_path)
-    process.start()
-    process.topic(TOPIC, PARTITIONS)
-    try:
+    with serving(zookeeper, tmp_path, {TOPIC: PARTITIONS}) as process:
         yield process
-    finally:
-        assert process.stop() == 0
 
 
 def test_mixed_group_then_clean_leave_then_offsets_read_back(groupkeeper):

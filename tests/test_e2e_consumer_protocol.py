@@ -19,7 +19,7 @@ from protocol import ErrorCode as E
 from protocol.schemas import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH
 from tests.clients import (CK, RawConnection, find_coordinator, kill_and_take_over, kp_assigned, kp_commit,
                            kp_consumer, member_process, poll_until)
-from tests.coordinator_process import CoordinatorProcess, cluster
+from tests.coordinator_process import cluster, serving
 
 TOPIC, PARTITIONS = "orders", 6
 ALL = {(TOPIC, p) for p in range(PARTITIONS)}
@@ -28,13 +28,8 @@ FAST = {"group_consumer_heartbeat_interval_ms": 300, "group_consumer_session_tim
 
 @pytest.fixture
 def groupkeeper(zookeeper, tmp_path):
-    process = CoordinatorProcess(zookeeper, tmp_path, **FAST)
-    process.start()
-    process.topic(TOPIC, PARTITIONS)
-    try:
+    with serving(zookeeper, tmp_path, {TOPIC: PARTITIONS}, **FAST) as process:
         yield process
-    finally:
-        assert process.stop() == 0
 
 
 def consumer(groupkeeper, group: str, *topics: str, **config) -> CK:
