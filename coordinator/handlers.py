@@ -505,8 +505,8 @@ class Handlers:
         A consumer group's member (v9+) is answered only at its current epoch."""
         route = (self.coordinator.route(group_id) if self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, group_id)
                  else E.GROUP_AUTHORIZATION_FAILED)
-        if isinstance(route, Owned):
-            route = route.groups.fetch_check(group_id, member_id, member_epoch) or route
+        if isinstance(route, Owned) and (refused := route.groups.fetch_check(group_id, member_id, member_epoch)):
+            route = refused
         if isinstance(route, Owned):
             try:  # a write of the group's whose outcome is unknown is read back first
                 await route.store.settle(group_id)

@@ -49,10 +49,18 @@ class Store:
         self.written.append(data)
 
 
-def groups(store: Store, assignor=None, **consumer) -> GroupSet:
+class Events:
+    def __init__(self):
+        self.emitted: list[tuple[str, str | None, dict]] = []
+
+    def emit(self, type_: str, group: str | None, **fields) -> None:
+        self.emitted.append((type_, group, fields))
+
+
+def groups(store: Store, assignor=None, events=None, **consumer) -> GroupSet:
     config = GroupConfig(initial_rebalance_delay=0.0, min_session_timeout=1.0,
                          consumer=ConsumerGroupConfig(**{"session_timeout": 10.0, **consumer}))
-    return GroupSet(config, dict(BUILT_IN), lambda topic: 12, store,
+    return GroupSet(config, dict(BUILT_IN), lambda topic: 12, store, events=events or Events(),
                     consumer_assignors={"uniform": assignor or CONSUMER_GROUP_ASSIGNORS["uniform"]},
                     topic_counts={"t": 12})
 
@@ -61,8 +69,8 @@ async def beat(g: GroupSet, member_id: str, epoch: int, owned=None, **extra):
     return await g.consumer_heartbeat("g", member_id=member_id, epoch=epoch, owned=owned, **extra)
 
 
-async def join(g: GroupSet, member_id: str):
-    return await beat(g, member_id, 0, owned=[], rebalance_timeout_ms=30_000, subscribed=["t"])
+async def join(g: GroupSet, member_id: str, **extra):
+    return await beat(g, member_id, 0, owned=[], rebalance_timeout_ms=30_000, subscribed=["t"], **extra)
 
 
 @pytest.fixture
@@ -112,17 +120,20 @@ async def test_an_answer_waits_for_its_state_to_be_stored_and_a_failed_write_is_
 
 
 async def test_a_silent_member_expires_on_the_timer_and_the_group_is_stored(autojump_clock):
-    store = Store()
-    g = groups(store)
+    store, events = Store(), Events()
+    g = groups(store, events=events)
     async with trio.open_nursery() as nursery:
         await nursery.start(g.run)
         first = await join(g, "m1")
-        await join(g, "m2")
+        await join(g, "m2", client_id="late", client_host="/10.0.0.2")
         for _ in range(4):  # m1 keeps heartbeating; m2 falls silent
             await trio.sleep(4)
             first = await beat(g, "m1", first.epoch, owned=sorted(first.assignment or ()))
         assert "m2" not in g.consumer_groups["g"].members
         assert [m["id"] for m in store.written[-1]["members"]] == ["m1"]
+        expired = [fields for kind, _, fields in events.emitted if kind == "member_expired"]
+        assert [(f["member"], f["reason"], f["client_id"], f["host"]) for f in expired] == [
+            ("m2", "session timeout", "late", "/10.0.0.2")]  # who it was, as the events doc promises
         nursery.cancel_scope.cancel()
 
 

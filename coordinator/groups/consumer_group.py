@@ -254,14 +254,7 @@ class ConsumerGroup:
         if not self._fits(member_bytes(member) - (member_bytes(leaving) if leaving is not None else 0)):
             return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
         if replaced is not None and replaced.member_id != member.member_id:
-            # a static member coming back: where it was carries over, nothing is reassigned
-            self._drop(replaced.member_id)
-            self._release(replaced)
-            self.target[member.member_id] = self.target.pop(replaced.member_id, frozenset())
-            member.epoch = member.previous_epoch = replaced.previous_epoch
-            member.state, member.assigned, member.revoking = replaced.state, replaced.assigned, replaced.revoking
-            member.revocation_deadline = replaced.revocation_deadline
-            self.hold(member)
+            self._take_place(replaced, member)
             if (member.subscribed, member.regex) != (replaced.subscribed, replaced.regex):
                 self.group_epoch += 1
         else:
@@ -269,9 +262,22 @@ class ConsumerGroup:
                 self._release(existing)
                 self._drop(existing.member_id)
             self.group_epoch += 1
-        self.add(member)
+            self.add(member)
         self.version += 1
         return member
+
+    def _take_place(self, old: ConsumerMember, new: ConsumerMember) -> None:
+        """A static member's new incarnation takes the old one's place: its epoch, target and
+        partitions carry over, nothing is reassigned (one that left with -2: the epoch it had)."""
+        self._release(old)
+        self._drop(old.member_id)
+        self.target[new.member_id] = self.target.pop(old.member_id, frozenset())
+        new.epoch = old.previous_epoch if old.epoch == STATIC_LEAVE_EPOCH else old.epoch
+        new.previous_epoch = old.previous_epoch
+        new.state, new.assigned, new.revoking = old.state, old.assigned, old.revoking
+        new.revocation_deadline = old.revocation_deadline
+        self.add(new)
+        self.hold(new)
 
     def _epoch_ok(self, member: ConsumerMember, epoch: int, owned) -> bool:
         if epoch == member.epoch:
@@ -310,29 +316,21 @@ class ConsumerGroup:
             if static is not None and static.member_id != member_id:
                 if member_id:  # a known id that is not the instance's current one
                     return HeartbeatReply(E.FENCED_INSTANCE_ID)
-                self._release(static)  # the instance's new incarnation takes its place
-                self._drop(static.member_id)
-                target = self.target.pop(static.member_id, frozenset())
-                member_id = self.new_member_id()
-                self.target[member_id] = target
-                member = ConsumerMember(member_id, instance_id, static.rack_id, client_id, client_host,
-                                        rebalance_timeout, static.subscribed, static.regex, epoch=static.epoch,
-                                        previous_epoch=static.previous_epoch, state=static.state,
-                                        assigned=static.assigned, revoking=static.revoking,
-                                        revocation_deadline=static.revocation_deadline)
-                self.add(member)
-                self.hold(member)
+                member = ConsumerMember(self.new_member_id(), instance_id, static.rack_id, client_id, client_host,
+                                        rebalance_timeout, static.subscribed, static.regex)
+                self._take_place(static, member)
         new = member is None
         names, classic = tuple(sorted(set(subscribed))), ClassicProtocol(session_timeout, tuple(protocols))
-        if new and self.config.max_size and len(self.members) >= self.config.max_size:
-            return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
-        wanted = _size(member.member_id if member else member_id or "x" * 36, instance_id,
-                       member.rack_id if member else None, client_id, client_host, None, names, classic)
-        if not self._fits(wanted - (member_bytes(member) if member else 0)):
-            return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
         if new:
+            if self.config.max_size and len(self.members) >= self.config.max_size:
+                return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
             member = ConsumerMember(member_id or self.new_member_id(), instance_id, None, client_id, client_host,
                                     rebalance_timeout)
+        wanted = _size(member.member_id, instance_id, member.rack_id, client_id, client_host, member.regex, names,
+                       classic)
+        if not self._fits(wanted - (0 if new else member_bytes(member))):
+            return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
+        if new:
             self.add(member)
             self.group_epoch += 1
         self.record_bytes -= member_bytes(member)
@@ -485,17 +483,17 @@ class ConsumerGroup:
         self.group_epoch += 1
         self.version += 1
 
-    def expire(self, now: float) -> list[tuple[str, str]]:
+    def expire(self, now: float) -> list[tuple[ConsumerMember, str]]:
         """Remove the members whose session ran out, or that did not give partitions up within
-        their rebalance timeout; (member id, why) of each."""
+        their rebalance timeout; (member, why) of each."""
         gone = []
         for member in list(self.members.values()):
             if member.session_deadline <= now:
-                gone.append((member.member_id, "session timeout"))
+                gone.append((member, "session timeout"))
             elif member.revocation_deadline is not None and member.revocation_deadline <= now:
-                gone.append((member.member_id, "revocation timeout"))
-        for member_id, _ in gone:
-            self.remove(member_id)
+                gone.append((member, "revocation timeout"))
+        for member, _ in gone:
+            self.remove(member.member_id)
         return gone
 
     def next_deadline(self) -> float | None:

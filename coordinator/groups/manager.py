@@ -30,7 +30,7 @@ from ..assignors.base import StrategyFailed, checked_assign
 from ..errors import store_error_code
 from ..events import DISCARD, EventSink
 from ..store.fence import NotOwner, StoreError, StoreUnavailable
-from .consumer_group import LEAVE_EPOCH, ConsumerGroup, HeartbeatReply, by_topic
+from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, HeartbeatReply, by_topic
 from .group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
                     PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait)
 from .migration import downgrade, may_downgrade, may_upgrade, upgrade
@@ -165,11 +165,8 @@ class GroupSet:
                 metrics.REBALANCE_SECONDS.observe(effect.duration)
                 self._rebalance_completed(group, effect)
             elif isinstance(effect, MemberAdded):
-                self.log.info("member joined", group=group.group_id, generation=effect.generation,
-                              member=effect.member_id, client_id=effect.client_id, host=effect.client_host)
-                self.events.emit("member_joined", group.group_id, generation=effect.generation,
-                                 member=effect.member_id, instance_id=effect.instance_id,
-                                 client_id=effect.client_id, host=effect.client_host)
+                self._member_joined(group.group_id, effect.generation, effect.member_id, effect.instance_id,
+                                    effect.client_id, effect.client_host)
             elif isinstance(effect, CapacityReached):
                 metrics.GROUP_FULL_REFUSALS.labels(effect.limit).inc()
                 if effect.first:
@@ -177,14 +174,8 @@ class GroupSet:
                                      generation=group.generation, member=effect.member_id, limit=effect.limit,
                                      members=effect.members, record_bytes=effect.record_bytes)
             elif isinstance(effect, MemberRemoved):
-                metrics.MEMBERS_REMOVED.labels(effect.reason).inc()
-                if effect.reason == "session timeout":
-                    metrics.SESSION_EXPIRATIONS.inc()
-                self.log.info("member removed", group=group.group_id, generation=effect.generation,
-                              member=effect.member_id, reason=effect.reason)
-                self.events.emit("member_left" if effect.reason == "left" else "member_expired", group.group_id,
-                                 generation=effect.generation, member=effect.member_id, reason=effect.reason,
-                                 client_id=effect.client_id, host=effect.client_host)
+                self._member_removed(group.group_id, effect.generation, effect.member_id, effect.reason,
+                                     effect.client_id, effect.client_host)
         if group.state == GroupState.DEAD:
             self.groups.pop(group.group_id, None)
             self._armed.pop(group.group_id, None)
@@ -192,6 +183,26 @@ class GroupSet:
             self._counted.pop(group.group_id, None)
         else:
             self._schedule(group.group_id, now)
+
+    def _member_joined(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                       client_id: str, host: str, epoch_field: str = "generation") -> None:
+        """A member in, of either kind of group: logged (a consumer group's epoch as
+        `group_epoch`) and written as an event."""
+        self.log.info("member joined", group=group_id, member=member_id, client_id=client_id, host=host,
+                      **{epoch_field: generation})
+        self.events.emit("member_joined", group_id, generation=generation, member=member_id,
+                         instance_id=instance_id, client_id=client_id, host=host)
+
+    def _member_removed(self, group_id: str, generation: int, member_id: str, reason: str, client_id: str,
+                        host: str, epoch_field: str = "generation") -> None:
+        """A member out, of either kind of group: counted, logged and written as an event
+        (member_left for the reasons that start with "left", else member_expired)."""
+        metrics.MEMBERS_REMOVED.labels(reason).inc()
+        if reason == "session timeout":
+            metrics.SESSION_EXPIRATIONS.inc()
+        self.log.info("member removed", group=group_id, member=member_id, reason=reason, **{epoch_field: generation})
+        self.events.emit("member_left" if reason.startswith("left") else "member_expired", group_id,
+                         generation=generation, member=member_id, reason=reason, client_id=client_id, host=host)
 
     def _rebalance_completed(self, group: Group, effect: RebalanceCompleted) -> None:
         """The summary of a rebalance, as a log line and an event (it completes once its
@@ -297,6 +308,7 @@ class GroupSet:
             else:
                 group = ConsumerGroup(group_id, self.config.consumer, self.consumer_assignors, self.topic_counts)
         now = trio.current_time()
+        leaving = group.members.get(member_id) if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH) else None
         entered = group.update(now, member_id=member_id, epoch=epoch, owned=owned, **request)
         if isinstance(entered, HeartbeatReply):
             reply = entered
@@ -309,11 +321,11 @@ class GroupSet:
             now = trio.current_time()
             reply = group.respond(now, entered, epoch == 0, owned)
             if epoch == 0 and reply.error == E.NONE:
-                self._member_joined(group, entered)
+                self._joined(group, entered)
         if reply.error == E.GROUP_MAX_SIZE_REACHED:
             self._full(group)
-        if epoch in (LEAVE_EPOCH, -2) and reply.error == E.NONE:
-            self._member_removed(group, member_id, "left" if epoch == LEAVE_EPOCH else "left (static)")
+        if leaving is not None and reply.error == E.NONE:
+            self._removed(group, leaving, "left" if epoch == LEAVE_EPOCH else "left (static)")
             if self._downgrade(group, now):
                 return reply
         self._consumer_settled(group, now)
@@ -352,24 +364,22 @@ class GroupSet:
         metrics.GROUP_FULL_REFUSALS.labels(
             "group_consumer_max_size" if size and len(group.members) >= size else "group_max_record_bytes").inc()
 
-    def _member_joined(self, group: ConsumerGroup, member) -> None:
-        self.log.info("member joined", group=group.group_id, group_epoch=group.group_epoch,
-                      member=member.member_id, client_id=member.client_id, host=member.client_host)
-        self.events.emit("member_joined", group.group_id, generation=group.group_epoch, member=member.member_id,
-                         instance_id=member.instance_id, client_id=member.client_id, host=member.client_host)
+    def _joined(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        self._member_joined(group.group_id, group.group_epoch, member.member_id, member.instance_id,
+                            member.client_id, member.client_host, epoch_field="group_epoch")
 
-    def _member_removed(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
-        metrics.MEMBERS_REMOVED.labels(reason).inc()
-        if reason == "session timeout":
-            metrics.SESSION_EXPIRATIONS.inc()
-        self.log.info("member removed", group=group.group_id, group_epoch=group.group_epoch, member=member_id,
-                      reason=reason)
-        self.events.emit("member_left" if reason.startswith("left") else "member_expired", group.group_id,
-                         generation=group.group_epoch, member=member_id, reason=reason)
+    def _removed(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
+        self._member_removed(group.group_id, group.group_epoch, member.member_id, reason, member.client_id,
+                             member.client_host, epoch_field="group_epoch")
 
     def _expire(self, group: ConsumerGroup, now: float) -> None:
-        for member_id, reason in group.expire(now):
-            self._member_removed(group, member_id, reason)
+        for member, reason in group.expire(now):
+            self._removed(group, member, reason)
+        self._after_removals(group, now)
+
+    def _after_removals(self, group: ConsumerGroup, now: float) -> None:
+        """Members removed without a request waiting on the store (expired, or a LeaveGroup):
+        the group goes back to classic if it may, else it is settled and stored."""
         if self._downgrade(group, now):
             return
         self._consumer_settled(group, now)
@@ -498,7 +508,7 @@ class GroupSet:
                 self._full(group)
             return JoinReply(member_id, reply.error)
         if not member_id:
-            self._member_joined(group, group.members[reply.member_id])
+            self._joined(group, group.members[reply.member_id])
         self._consumer_settled(group, now)
         error = await self._stored_now(group)
         if error != E.NONE:
@@ -528,11 +538,9 @@ class GroupSet:
                 errors.append(member)
                 continue
             group.remove(member.member_id)
-            self._member_removed(group, member.member_id, "left")
+            self._removed(group, member, "left")
             errors.append(E.NONE)
-        if not self._downgrade(group, now):
-            self._consumer_settled(group, now)
-            self._nursery.start_soon(self._stored_now, group)
+        self._after_removals(group, now)
         return errors
 
     def _drop_consumer(self, group_id: str) -> None:
