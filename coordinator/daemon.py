@@ -22,15 +22,15 @@ from .groups.group import GroupConfig
 from .groups.migration import POLICIES
 from .cluster.membership import AlreadyRegistered, Instance, Membership
 from .cluster.ownership import Coordinator
-from .handlers import Handlers
-from .security.acl_store import AclStore
+from .api.handlers import Handlers
+from .security.acls.store import AclStore
 from .security.passwords import check_hash
 from .security.sasl import MECHANISMS, Authentication, Pacing
 from .security.tls import CLIENT_AUTH, TLSError, listener_context, server_context
 from .security.users import UserStore
-from .server import Limits, Security, Server
-from .store import acls, layout
-from .store.admin import read_digest
+from .serving.server import Limits, Security, Server
+from .store import protection as acls, layout
+from .store.blocking import read_digest
 from .store.bridge import ZooKeeperBridge
 from .topics.brokers import BrokerTopics
 from .topics.zookeeper import ZooKeeperTopics

@@ -19,7 +19,7 @@ from kafka import KafkaConsumer
 from kafka.errors import CommitFailedError, KafkaConnectionError, RebalanceInProgressError
 from kafka.net.sasl.scram import ScramClient
 
-from coordinator.admin import read_exactly
+from tools.kafka_admin import read_exactly
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.consumer import decode_assignment, encode_assignment, encode_subscription
 from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition, build

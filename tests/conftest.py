@@ -21,7 +21,7 @@ def zookeeper(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark():
     """One local SparkSession for the session's analysis tests (started only if one asks)."""
-    from coordinator.analyze.job import session
+    from tools.analyze.job import session
 
     spark = session("local[2]", "groupkeeper-tests")
     spark.conf.set("spark.sql.shuffle.partitions", "4")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from coordinator.cli import main
+from tools.cli import main
 from coordinator.store.zkserver import free_port
 from tests.in_process import make_chroot
 
@@ -46,7 +46,7 @@ class CoordinatorProcess:
         tables = [(k, v) for k, v in settings.items() if isinstance(v, dict)]  # after the scalars, as TOML wants
         config_path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in scalars) + "".join(
             f"[{k}]\n" + "".join(f"{json.dumps(ik)} = {json.dumps(iv)}\n" for ik, iv in v.items()) for k, v in tables))
-        self.command = [sys.executable, "-m", "coordinator", "run", "--config", str(config_path),
+        self.command = [sys.executable, "-m", "tools", "run", "--config", str(config_path),
                         "--zookeeper", self.zookeeper,
                         "--listeners", ",".join([f"PLAINTEXT://{self.bootstrap}", *listeners]),
                         "--metrics-listen", f"127.0.0.1:{self.metrics_port}",

@@ -12,12 +12,12 @@ import trio
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from coordinator.security import acl_store
-from coordinator.security.acl_store import AclAdmin, AclStore
-from coordinator.security.authorizer import (Acl, Operation, PatternType, Permission, Resource, ResourceType,
-                                             encode_acls)
+from coordinator.security.acls import store as acl_store
+from coordinator.security.acls.store import AclAdmin, AclStore
+from coordinator.security.acls.authorizer import (Acl, Operation, PatternType, Permission, Resource, ResourceType,
+                                                  encode_acls)
 from coordinator.store.bridge import ZooKeeperBridge
-from coordinator.topics.zookeeper_admin import AdminError
+from tools.topics_admin import AdminError
 from tests.in_process import expire, make_chroot, until
 
 O, T = Operation, ResourceType

@@ -8,7 +8,7 @@ import json
 from click.testing import CliRunner
 from kazoo.client import KazooClient
 
-from coordinator.security.acls_cli import acls
+from tools.acls_cli import acls
 from tests.in_process import make_chroot
 
 

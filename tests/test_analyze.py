@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.analyze import tables
-from coordinator.analyze.job import run
-from coordinator.analyze.read import read_events
+from tools.analyze import tables
+from tools.analyze.job import run
+from tools.analyze.read import read_events
 from coordinator.events import timestamp
 from protocol import ErrorCode
 from tests.clients import RawMember
@@ -167,7 +167,7 @@ def test_a_real_coordinators_log_through_the_command(zookeeper, tmp_path, spark)
             member.close()
         assert process.stop() == 0
     out = tmp_path / "analysis"
-    done = subprocess.run([sys.executable, "-m", "coordinator", "analyze", "--events", str(tmp_path / "events"),
+    done = subprocess.run([sys.executable, "-m", "tools", "analyze", "--events", str(tmp_path / "events"),
                            "--out", str(out), "--master", "local[2]"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "offsets_latest: 6" in done.stdout and "report: " in done.stdout
@@ -202,7 +202,7 @@ def _chart_pixels(png: Path) -> int:
 def test_a_missing_events_directory_is_one_line(tmp_path):
     from click.testing import CliRunner
 
-    from coordinator.cli import main
+    from tools.cli import main
     result = CliRunner().invoke(main, ["analyze", "--events", str(tmp_path), str(tmp_path / "nowhere"),
                                        "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
@@ -212,8 +212,8 @@ def test_a_missing_events_directory_is_one_line(tmp_path):
 def test_a_generated_log_agrees_with_a_plain_python_pass(spark, tmp_path):
     """The same answers as an independent single pass over the files (the benchmark's
     reference), on a generated log with compressed files from three instances."""
-    from coordinator.bench.analyze import reference_tables
-    from coordinator.events_generate import Options, generate
+    from tools.bench.analyze import reference_tables
+    from tools.events_generate import Options, generate
 
     generate(tmp_path / "log", Options(groups=12, hours=1.0, seed=5, file_bytes=1 << 20, compress=True))
     events = read_events(spark, [str(tmp_path / "log")])

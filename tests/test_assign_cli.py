@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from coordinator.cli import main
+from tools.cli import main
 
 GROUP = {"topics": {"t": 6, "u": 2},
          "members": [{"id": "a", "topics": ["t", "u"], "owned": {"t": [0, 1, 2], "u": [0, 1]}},

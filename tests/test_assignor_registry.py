@@ -76,7 +76,7 @@ def test_run_refuses_to_start_with_an_unloadable_strategy(tmp_path):
         [assignors]
         mine = "nowhere:Mine"
     """))
-    done = subprocess.run([sys.executable, "-m", "coordinator", "run", "--config", str(config),
+    done = subprocess.run([sys.executable, "-m", "tools", "run", "--config", str(config),
                            "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == ["Error: assignor 'mine': cannot import nowhere: No module named 'nowhere'"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from coordinator.security.authorizer import (CLUSTER_NAME, Acl, Authorizer, Operation, PatternType, Permission,
-                                             Resource, ResourceType, change_notification, decode_acls, encode_acls,
-                                             resource_path)
+from coordinator.security.acls.authorizer import (CLUSTER_NAME, Acl, Authorizer, Operation, PatternType, Permission,
+                                                  Resource, ResourceType, change_notification, decode_acls,
+                                                  encode_acls, resource_path)
 
 O, T = Operation, ResourceType
 ALLOW, DENY = Permission.ALLOW, Permission.DENY

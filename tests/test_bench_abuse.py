@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from coordinator.bench.abuse import PROBES
-from coordinator.cli import main
+from tools.bench.abuse import PROBES
+from tools.cli import main
 from coordinator.store.zkserver import free_port
 from tests.coordinator_process import CoordinatorProcess
 from tests.standin_broker import StandInBroker
@@ -31,7 +31,7 @@ def bench(*args: str, open_files: int | None = None) -> tuple[int, dict]:
     its exit status and JSON output. `open_files`: its hard limit on open files."""
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
-    done = subprocess.run([sys.executable, "-m", "coordinator", "bench", "abuse", "--json", *args],
+    done = subprocess.run([sys.executable, "-m", "tools", "bench", "abuse", "--json", *args],
                           capture_output=True, text=True, timeout=120, cwd=ROOT,
                           preexec_fn=limit if open_files else None)
     assert "Traceback" not in done.stderr, done.stderr
@@ -127,7 +127,7 @@ def test_bad_arguments_are_one_line(args, message):
 
 def test_an_unreachable_bootstrap_is_one_line():
     closed = f"127.0.0.1:{free_port()}"
-    done = subprocess.run([sys.executable, "-m", "coordinator", "bench", "abuse", "--bootstrap", closed],
+    done = subprocess.run([sys.executable, "-m", "tools", "bench", "abuse", "--bootstrap", closed],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"Error: cannot reach {closed}: connection refused\n"

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from coordinator.bench import assign as bench
+from tools.bench import assign as bench
 
 
 class Aborts:

@@ -16,7 +16,7 @@ import pytest
 
 
 def bench_load(*args: str) -> list[dict]:
-    done = subprocess.run([sys.executable, "-m", "coordinator", "bench", "load", "--json", *args],
+    done = subprocess.run([sys.executable, "-m", "tools", "bench", "load", "--json", *args],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads(done.stdout)
@@ -58,7 +58,7 @@ def test_as_fast_as_possible_loses_nothing(requests):
 
 
 def test_a_bad_load_option_is_one_line():
-    done = subprocess.run([sys.executable, "-m", "coordinator", "bench", "load", "--members", "2", "--groups", "5"],
+    done = subprocess.run([sys.executable, "-m", "tools", "bench", "load", "--members", "2", "--groups", "5"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
     assert "Traceback" not in done.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from coordinator.cli import main
+from tools.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMBERS, PARTITIONS = 3, 12
@@ -21,7 +21,7 @@ TINY = ["--members", str(MEMBERS), "--partitions", str(PARTITIONS), "--join-inte
 
 
 def test_both_protocols_end_with_every_partition_held_once_and_report_their_figures():
-    done = subprocess.run([sys.executable, "-m", "coordinator", "bench", "rebalance", "--json", *TINY],
+    done = subprocess.run([sys.executable, "-m", "tools", "bench", "rebalance", "--json", *TINY],
                           capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -8,9 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from coordinator.cli import main
-from coordinator.cluster.status import ranges
-from coordinator.handlers import INSTANCE_NODE_BASE
+from tools.cli import main
+from tools.cluster_status import ranges
+from coordinator.api.handlers import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
 from protocol import ErrorCode
 from protocol.schemas import OFFSET_COMMIT

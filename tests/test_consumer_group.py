@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.assignors import CONSUMER_GROUP_ASSIGNORS
-from coordinator.groups.consumer_group import (ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState,
-                                               MemberState, member_bytes)
+from coordinator.groups.consumer_group import (ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, MemberState,
+                                               member_bytes)
 from protocol import ErrorCode as E
 
 ALL = {("orders", p) for p in range(6)}

@@ -15,7 +15,7 @@ from kafka.structs import OffsetAndMetadata
 
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build
-from coordinator.admin import Connection
+from tools.kafka_admin import Connection
 from coordinator.cluster.placement import partition_for
 from coordinator.store import layout
 from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, JOIN_GROUP, OFFSET_COMMIT,

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from coordinator.admin import Connection, read_exactly
+from tools.kafka_admin import Connection, read_exactly
 from protocol import RequestHeader, decode_response, encode_request
 from protocol.messages import build
 from protocol.schemas import API_VERSIONS, METADATA, OFFSET_COMMIT, OFFSET_FETCH

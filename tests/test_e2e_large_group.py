@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kazoo.client import KazooClient
 
-from coordinator.admin import Connection
+from tools.kafka_admin import Connection
 from coordinator.cluster.placement import DEFAULT_GROUP_PARTITIONS, partition_for
 from coordinator.store import layout
 from protocol import ErrorCode as E

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from coordinator.admin import read_exactly
+from tools.kafka_admin import read_exactly
 from coordinator.topics.view import NO_TOPIC_ID
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build

@@ -22,7 +22,7 @@ from kafka.errors import KafkaTimeoutError
 from kafka.net.sasl.scram import ScramClient
 from kafka.structs import OffsetAndMetadata
 
-from coordinator.admin import read_exactly
+from tools.kafka_admin import read_exactly
 from coordinator.store.zkserver import free_port
 from protocol import ErrorCode as E
 from protocol.schemas import (API_VERSIONS, CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, JOIN_GROUP, LIST_GROUPS,

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from coordinator.cli import main
-from coordinator.events_generate import GenerateError, Options, generate
+from tools.cli import main
+from tools.events_generate import GenerateError, Options, generate
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 NAME = re.compile(r"^events-(\d+)-(\d{8}T\d{6}\.\d{6}Z)\.jsonl(\.gz)?$")

@@ -14,8 +14,8 @@ from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 from confluent_kafka import TopicPartition as CKPartition
 
-from coordinator.cli import main
-from coordinator.handlers import INSTANCE_NODE_BASE
+from tools.cli import main
+from coordinator.api.handlers import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
 from protocol.schemas import LIST_OFFSETS, METADATA
 from tests.clients import CK, RawConnection, RawMember, kp_assigned, kp_commit, kp_consumer, poll_until
@@ -300,7 +300,7 @@ def test_bad_input_and_unreachable_servers_are_one_line(groupkeeper, tmp_path):
     assert missing.exit_code == 1 and missing.stderr.startswith("Error: config file")
 
     # and as a real process: one line on stderr, no traceback
-    process = subprocess.run([sys.executable, "-m", "coordinator", "groups", "describe", "g",
+    process = subprocess.run([sys.executable, "-m", "tools", "groups", "describe", "g",
                               "--bootstrap-server", closed], capture_output=True, text=True, timeout=60)
     assert process.returncode == 1
     assert process.stderr == f"Error: cannot reach {closed}: connection refused\n" and process.stdout == ""

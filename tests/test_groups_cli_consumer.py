@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka import TopicPartition as CKPartition
 
-from coordinator import admin
-from coordinator.cli import main
-from coordinator.handlers import INSTANCE_NODE_BASE
+from tools import kafka_admin as admin
+from tools.cli import main
+from coordinator.api.handlers import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
 from protocol.schemas import LIST_GROUPS
 from tests.clients import CK, poll_until

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from coordinator.cli import main
+from tools.cli import main
 
 from .clients import RoamingMember, committed, converge, find_coordinator
 

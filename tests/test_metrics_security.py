@@ -89,7 +89,7 @@ def test_a_bad_metrics_security_setting_is_one_line(tmp_path, settings, message)
     tables = "".join(f"[{k}]\n" + "".join(f'{n} = "{h}"\n' for n, h in v.items())
                      for k, v in settings.items() if isinstance(v, dict))
     config.write_text(scalars + tables)
-    done = subprocess.run([sys.executable, "-m", "coordinator", "run", "--config", str(config),
+    done = subprocess.run([sys.executable, "-m", "tools", "run", "--config", str(config),
                            "--zookeeper", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     (line,) = done.stderr.strip().splitlines()

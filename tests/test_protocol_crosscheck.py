@@ -15,7 +15,7 @@ from protocol import RequestHeader, decode_request, encode_response
 from protocol.codec import decoder, encoder
 from protocol.consumer import (decode_assignment, decode_subscription, encode_assignment,
                                encode_subscription)
-from coordinator.bench.kafka_python import from_reference, has_reference, reference_class, reference_object
+from tools.bench.kafka_python import from_reference, has_reference, reference_class, reference_object
 from protocol.messages import build
 from protocol.requests import decode_response, encode_request
 from protocol.schemas import APIS, ASSIGNMENT, SUBSCRIPTION

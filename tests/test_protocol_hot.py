@@ -13,7 +13,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.bench.kafka_python import reference_class, reference_object
+from tools.bench.kafka_python import reference_class, reference_object
 from protocol import DecodeError, RequestHeader, decode_request, encode_response
 from protocol import messages as m
 from protocol.hot import heartbeat_answer, read_heartbeat

@@ -15,7 +15,7 @@ from coordinator.store.zkserver import free_port
 
 
 def _start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "coordinator", "run", "--log-format", "json",
+    return subprocess.Popen([sys.executable, "-m", "tools", "run", "--log-format", "json",
                              "--listeners", f"PLAINTEXT://127.0.0.1:{free_port()}",
                              "--metrics-listen", f"127.0.0.1:{free_port()}", *args],
                             stderr=subprocess.PIPE, text=True)
@@ -72,7 +72,7 @@ def test_run_with_an_existing_zookeeper_registers_and_deregisters(zookeeper, tmp
     try:
         _wait_for(proc, "instance registered")
         assert client.exists("/groupkeeper/instances/41") is not None
-        second = subprocess.run([sys.executable, "-m", "coordinator", "run", "--zookeeper",
+        second = subprocess.run([sys.executable, "-m", "tools", "run", "--zookeeper",
                                  zookeeper.connect_string, "--instance-id", "41", "--metrics-listen", "",
                                  "--data-dir", str(tmp_path)],
                                 capture_output=True, text=True, timeout=60)
@@ -106,7 +106,7 @@ def test_run_with_an_existing_zookeeper_registers_and_deregisters(zookeeper, tmp
 def test_a_bad_config_value_names_itself(tmp_path, text, message):
     config = tmp_path / "bad.toml"
     config.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "coordinator", "run", "--config", str(config)],
+    done = subprocess.run([sys.executable, "-m", "tools", "run", "--config", str(config)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert message in done.stderr
@@ -114,7 +114,7 @@ def test_a_bad_config_value_names_itself(tmp_path, text, message):
 
 
 def test_an_unreachable_zookeeper_is_one_clear_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "coordinator", "run", "--zookeeper", "127.0.0.1:1",
+    done = subprocess.run([sys.executable, "-m", "tools", "run", "--zookeeper", "127.0.0.1:1",
                            "--zk-session-timeout", "2", "--data-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
@@ -122,7 +122,7 @@ def test_an_unreachable_zookeeper_is_one_clear_line(tmp_path):
 
 
 def test_brokers_that_are_not_host_port_are_one_clear_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "coordinator", "run", "--brokers", "kafka-1:9092,kafka-2",
+    done = subprocess.run([sys.executable, "-m", "tools", "run", "--brokers", "kafka-1:9092,kafka-2",
                            "--zookeeper", "127.0.0.1:1", "--data-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1

@@ -12,8 +12,8 @@ import uuid
 import pytest
 import trio
 
-from coordinator.admin import read_exactly
-from coordinator.bench.kafka_python import from_reference, reference_class
+from tools.kafka_admin import read_exactly
+from tools.bench.kafka_python import from_reference, reference_class
 from coordinator.store.zkserver import free_port
 from coordinator.topics.brokers import BrokerTopics
 from coordinator.topics.view import NO_TOPIC_ID, PartitionState, TopicChange

@@ -10,7 +10,7 @@ import trio
 from click.testing import CliRunner
 from kazoo.client import KazooClient
 
-from coordinator.cli import main
+from tools.cli import main
 from coordinator.store.bridge import ZooKeeperBridge
 from coordinator.topics.view import NO_TOPIC_ID, PartitionState, TopicChange, TopicView, parse_topic_id, topic_id_text
 from coordinator.topics.zookeeper import ZooKeeperTopics, parse_broker, parse_topic

@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 
 from coordinator.security.scram import verify_plain
 from coordinator.security.users import parse_user_config
-from coordinator.security.users_cli import users
+from tools.users_cli import users
 from tests.in_process import make_chroot
 
 

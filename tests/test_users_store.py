@@ -14,9 +14,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from coordinator.security.scram import ScramServer, make_credential, verify_plain
-from coordinator.security.users import (MAX_NODE_BYTES, UserAdmin, UserStore, desanitize,
-                                        parse_user_config, sanitize)
-from coordinator.store.admin import AdminError
+from coordinator.security.users import MAX_NODE_BYTES, UserAdmin, UserStore, desanitize, parse_user_config, sanitize
+from coordinator.store.blocking import AdminError
 from coordinator.store.bridge import ZooKeeperBridge
 from tests.in_process import expire, make_chroot, until
 

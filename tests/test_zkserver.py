@@ -55,7 +55,7 @@ def _client(server: ZooKeeperServer):
 
 def test_cli_runs_in_foreground_and_stops_on_sigterm(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "zookeeper", "--data-dir",
+    proc = subprocess.Popen([sys.executable, "-m", "tools", "zookeeper", "--data-dir",
                              str(tmp_path), "--port", str(port), "--tick-ms", "200"],
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -79,7 +79,7 @@ def test_cli_runs_in_foreground_and_stops_on_sigterm(tmp_path):
 
 def test_missing_java_is_one_clear_line(tmp_path):
     env = dict(os.environ, PATH=str(tmp_path))  # no java on this PATH
-    done = subprocess.run([sys.executable, "-m", "coordinator", "zookeeper", "--data-dir",
+    done = subprocess.run([sys.executable, "-m", "tools", "zookeeper", "--data-dir",
                            str(tmp_path / "zk"), "--port", str(free_port())],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0

@@ -27,7 +27,7 @@ from protocol.messages import ConsumerProtocolAssignment, TopicPartition
 from .. import logs, metrics
 from ..assignors import BUILT_IN, Assignor, MemberSubscription
 from ..assignors.base import StrategyFailed, checked_assign
-from ..errors import store_error_code
+from ..store.errors import store_error_code
 from ..events import DISCARD, EventSink
 from ..store.fence import NotOwner, StoreError, StoreUnavailable
 from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, HeartbeatReply, by_topic

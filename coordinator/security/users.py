@@ -26,7 +26,7 @@ from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNo
 from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
 from .. import logs
-from ..store.admin import AdminError, ZooKeeperAdmin
+from ..store.blocking import AdminError, ZooKeeperAdmin
 from ..store.bridge import Refresher, ZooKeeperBridge, protected_acl
 from .scram import MECHANISMS, ScramCredential, make_credential
 

@@ -1,0 +1,325 @@
+"""One client connection: its bytes in, its requests handled in order, its answers out in
+the same order.
+
+Every request is handled inline as its frame arrives, in order; only the part of a request
+that waits gets a task of its own (a JoinGroup for its generation), or a callback (a commit,
+when ZooKeeper confirms it), and its answer keeps its place in the line: a reply waits for the replies before it, and
+every reply ready at once goes out in one send. A connection that has too many waiting
+requests, or too many answers its client has not taken, is paused: the frames it has read
+wait, and it is not read again until it can go on. A frame that cannot be decoded, a size
+over the limit, or an unknown API closes that connection only, with the reason logged.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import ssl
+import time
+from collections import deque
+from functools import partial
+from select import EPOLLIN, EPOLLOUT
+from types import CoroutineType
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol import (ErrorCode, FrameReader, ProtocolError, RequestHeader, UnsupportedVersion,
+                      decode_request, encode_response)
+from protocol.schemas import API_VERSIONS, HEARTBEAT
+
+from .. import metrics
+from ..api.handlers import CloseConnection
+from .pending import Answer, Pending
+
+if TYPE_CHECKING:
+    from ..security.client import Client
+    from ..security.sasl import SaslGate
+    from ..security.tls import TLSSocket, TlsGate
+    from .server import Server
+
+READ_SIZE = 65536  # bytes asked of the kernel per read
+_HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
+_PEER_CLOSED = ("closed by peer", "peer went away")
+
+
+class Connection:
+    __slots__ = ("backlog", "bytes", "client", "closed", "fd", "gate", "held", "in_flight", "log", "mask",
+                 "out", "reader", "reading_timeout", "replies", "server", "sock", "started", "until", "waiting")
+
+    def __init__(self, server: Server, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
+                 gate: SaslGate | TlsGate | None):
+        self.server = server
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.client = client  # its address, listener and principal
+        self.gate = gate  # until it is through (TLS handshake, SASL), requests go to it
+        self.held = False  # not read while its gate waits (a paced attempt, a failure's delay)
+        self.log = server.log.bind(peer=f"{peer[0]}:{peer[1]}")
+        self.reader = FrameReader(server.limits.max_request_bytes)
+        self.replies: deque[bytes | _Reply] = deque()  # ready answers, and places kept for answers to come
+        self.out = bytearray()  # answers the kernel has not taken yet: sent as the socket becomes writable
+        self.bytes = 0  # answers made and not yet sent
+        self.backlog: list[bytes] = []  # frames read while paused, handled when it goes on
+        self.in_flight = 0  # requests waiting in tasks of their own
+        self.waiting: set[trio.CancelScope] = set()  # those tasks, cancelled when the connection closes
+        self.mask = EPOLLIN  # what the server's poll set waits for on this socket
+        self.started: float | None = None  # when the first byte of the request now arriving came
+        self.until = math.inf  # when the wait for the next bytes runs out; inf: not waiting (paused)
+        self.reading_timeout = False  # whether `until` is the request read timeout (else the idle one)
+        self.closed = False
+
+    def arm(self, now: float) -> None:
+        """Time the wait for the next bytes: the idle timeout, or the request read timeout if a
+        request has begun to arrive (it must arrive whole in time, however slowly it trickles)."""
+        limits = self.server.limits
+        idle_until = now + limits.idle_timeout
+        read_until = math.inf if self.started is None else self.started + limits.request_read_timeout
+        self.reading_timeout = read_until < idle_until
+        self.until = read_until if self.reading_timeout else idle_until
+        if self.gate is not None and self.gate.deadline < self.until:
+            self.until = self.gate.deadline
+
+    def readable(self) -> None:
+        try:
+            data = self.sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return
+        except ssl.SSLError as exc:  # not TLS (plaintext to a TLS listener), or a certificate refused
+            return self.close(f"TLS error: {exc.reason or exc}")
+        except OSError:
+            return self.close("peer went away")
+        if not data:
+            return self.close("closed by peer")
+        now = trio.current_time()  # once per read: its requests are handled now
+        reader = self.reader
+        reader.feed(data)
+        try:
+            frames = reader.frames()
+        except ProtocolError as exc:
+            return self.close(f"bad frame: {exc}")
+        if not reader.buffered:
+            self.started = None
+        elif frames or self.started is None:
+            self.started = now
+        if frames:
+            if self.gate is None:
+                self.handle(frames, now)
+            else:
+                self.gate.admit(self, frames, now)
+        if not self.backlog and not self.held and not self.closed:
+            self.arm(now)
+
+    def handle(self, frames: list[bytes], now: float) -> None:
+        """Handle `frames` in order, up to the first that must wait for the connection to go on."""
+        server = self.server
+        dispatch, limits, stable_heartbeat = server.handler_of, server.limits, server.handlers.stable_heartbeat
+        for i, frame in enumerate(frames):
+            if frame[:2] == _HEARTBEAT and self.bytes <= limits.max_queued_reply_bytes:
+                handling = time.perf_counter()
+                try:
+                    answer = stable_heartbeat(frame, now, self.client)
+                except Exception as exc:  # a bug: close this connection, keep serving the others
+                    return self.fail(HEARTBEAT.key, exc)
+                if answer is not None:
+                    self.replies.append(answer)
+                    self.bytes += len(answer)
+                    metrics.observe_none(HEARTBEAT.key, time.perf_counter() - handling)
+                    continue
+            try:
+                header, request = decode_request(frame)
+            except UnsupportedVersion as exc:
+                header, request = exc.header, None
+            except ProtocolError as exc:
+                return self.close(f"undecodable request: {exc}")
+            key = header.api_key * 65536 + header.api_version
+            handler = dispatch.get(key, False)
+            if handler is False:
+                handler = dispatch[key] = server.handlers.dispatch(header.api_key, header.api_version)
+            if request is None or handler is None:
+                if header.api_key != API_VERSIONS.key:  # Kafka closes; only ApiVersions answers
+                    return self.close(f"unsupported request: API {header.api_key} v{header.api_version}")
+                self.add(encode_response(RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
+                                                        header.client_id),
+                                          server.handlers.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)))
+                continue
+            answer, waits = handler
+            # a client that does not take its answers gets no more of them computed, nor is
+            # read; nor is one with too many requests waiting
+            if self.bytes > limits.max_queued_reply_bytes:
+                self.flush()
+            if self.bytes > limits.max_queued_reply_bytes or (waits and self.in_flight >= limits.max_in_flight):
+                return self._pause(frames[i:])
+            handling = time.perf_counter()
+            try:
+                body = answer(header, request, self.client)
+            except CloseConnection as exc:
+                return self.close(str(exc))
+            except Exception as exc:  # a bug: close this connection, keep serving the others
+                return self.fail(header.api_key, exc)
+            if type(body) is Pending:  # completed by a callback: its place in the line is kept
+                reply = _Reply(header)
+                self.replies.append(reply)
+                self.in_flight += 1
+                body.on_resolved(partial(self._resolved, reply, handling))
+                continue
+            if type(body) is CoroutineType:
+                # its task started now, with no await before it: what the handler began is
+                # never dropped for want of a task
+                reply = _Reply(header)
+                self.replies.append(reply)
+                self.in_flight += 1
+                server.tasks.start_soon(self._finish, reply, body, handling)
+                continue
+            try:
+                self.add(_encoded(header, body, handling))
+            except Exception as exc:
+                return self.fail(header.api_key, exc)
+        self.flush()  # every answer of this read that is ready, in one send
+
+    async def _finish(self, reply: _Reply, answering: CoroutineType, started: float) -> None:
+        if self.closed:
+            answering.close()
+            return
+        with trio.CancelScope() as scope:
+            self.waiting.add(scope)
+            try:
+                body = await answering
+                frame = _encoded(reply.header, body, started)
+            except Exception as exc:  # a bug: close this connection, keep serving the others
+                return self.fail(reply.header.api_key, exc)
+            finally:
+                self.waiting.discard(scope)
+                self.in_flight -= 1
+        if not self.closed:
+            self._ready(reply, frame)
+
+    def _resolved(self, reply: _Reply, started: float, answer: Answer) -> None:
+        self.in_flight -= 1
+        if self.closed:
+            return
+        try:
+            frame = _encoded(reply.header, answer(), started)
+        except Exception as exc:  # a bug: close this connection, keep serving the others
+            return self.fail(reply.header.api_key, exc)
+        self._ready(reply, frame)
+
+    def _ready(self, reply: _Reply, frame: bytes) -> None:
+        """A waiting request's answer is made: out with those before it, and go on if paused."""
+        reply.frame = frame
+        self.bytes += len(frame)
+        self.flush()
+        if self.backlog:
+            self._go_on()
+
+    def add(self, frame: bytes) -> None:
+        self.replies.append(frame)
+        self.bytes += len(frame)
+
+    def hold(self) -> None:
+        """Stop reading until `release`, with no timeout running: its gate is waiting."""
+        self.held = True
+        self.until = math.inf
+        self._watch()
+
+    def release(self) -> None:
+        self.held = False
+        self._watch()
+        self.arm(trio.current_time())
+
+    def _pause(self, frames: list[bytes]) -> None:
+        self.backlog = frames
+        self.until = math.inf
+        self._watch()
+
+    def _go_on(self) -> None:
+        frames, self.backlog = self.backlog, []
+        now = trio.current_time()
+        self.handle(frames, now)
+        if not self.closed and not self.backlog:
+            self._watch()
+            self.arm(now)
+
+    def flush(self) -> None:
+        """Send every answer ready at the head of the line, without blocking."""
+        replies = self.replies
+        out = []
+        while replies:
+            head = replies[0]
+            if type(head) is not bytes:
+                if head.frame is None:
+                    break
+                head = head.frame
+            out.append(head)
+            replies.popleft()
+        if not out or self.closed:
+            return
+        data = b"".join(out)
+        if self.out:  # waiting for the socket: these go after its bytes
+            self.out += data
+            return
+        try:
+            sent = self.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            return self.close("peer went away")
+        self.bytes -= sent
+        if sent < len(data):
+            self.out += memoryview(data)[sent:]
+            self._watch()
+
+    def writable(self) -> None:
+        try:
+            sent = self.sock.send(self.out)
+        except BlockingIOError:
+            return
+        except OSError:
+            return self.close("peer went away")
+        del self.out[:sent]
+        self.bytes -= sent
+        if self.out:
+            return
+        self._watch()
+        self.flush()  # answers made ready while the socket was full
+        if self.backlog and not self.closed:
+            self._go_on()
+
+    def _watch(self) -> None:
+        """Wait for what this connection can use: bytes to read unless paused, room to send if
+        it has bytes the kernel did not take."""
+        mask = (0 if self.backlog or self.held else EPOLLIN) | (EPOLLOUT if self.out else 0)
+        if mask != self.mask and not self.closed:
+            self.server.watch(self.fd, mask)
+            self.mask = mask
+
+    def fail(self, api_key: int, exc: Exception) -> None:
+        self.log.error("request handler failed", api_key=api_key, exc_info=exc)
+        self.close("request handler failed")
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.server.forget(self)
+        for scope in self.waiting:
+            scope.cancel()
+        self.sock.close()
+        if reason not in _PEER_CLOSED:
+            metrics.CONNECTIONS_CLOSED.labels(reason.split(":")[0]).inc()
+        self.log.info("connection closed", reason=reason)
+
+
+def _encoded(header: RequestHeader, body, started: float) -> bytes:
+    """The answer's frame, counted and timed (from the request decoded) in the metrics."""
+    frame = encode_response(header, body)
+    metrics.observe_request(header.api_key, body, time.perf_counter() - started)
+    return frame
+
+
+class _Reply:
+    __slots__ = ("frame", "header")
+
+    def __init__(self, header: RequestHeader):
+        self.header = header
+        self.frame: bytes | None = None

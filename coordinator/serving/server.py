@@ -1,0 +1,202 @@
+"""The Kafka-protocol TCP server: every connection served from one poll loop.
+
+Each accepted socket is registered once in an epoll set of the server's own; one task waits
+for that set to have sockets ready and serves them all in a row (`connection.Connection`
+reads, handles and answers). A trio task per connection waiting on its socket costs a
+scheduling round and an epoll re-registration per request, which at 10,000 connections
+was most of the server's CPU (docs/benchmarks.md, "The request path under load").
+Timeouts are kept by a reaper that looks at every connection a few times per timeout, not
+by a cancel scope per wait.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import select
+import socket
+import ssl
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import trio
+
+from .. import logs, metrics
+from .connection import Connection
+from ..api.handlers import Handlers
+from ..listeners import Listener
+from ..security.client import Client
+from ..security.sasl import Authentication, SaslGate
+from ..security.tls import TlsGate, TLSSocket
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-server limits; their defaults live in the configuration."""
+    max_request_bytes: int  # socket.request.max.bytes
+    max_connections: int
+    idle_timeout: float  # seconds; connections.max.idle.ms
+    max_connections_per_ip: int = 1000  # max.connections.per.ip
+    request_read_timeout: float = 30.0  # seconds from a request's first byte to its last
+    max_queued_reply_bytes: int = 16 << 20  # answers not yet taken by the client; reading stops above
+    max_in_flight: int = 100  # requests of one connection waiting at once
+
+
+@dataclass(frozen=True)
+class Security:
+    """What the TLS and SASL listeners need: none of it for PLAINTEXT."""
+    tls: dict[str, ssl.SSLContext] = field(default_factory=dict)  # by protocol: SSL asks for client certificates
+    authentication: Authentication | None = None
+
+
+ACCEPT_BACKOFF = (0.01, 1.0)  # seconds: first and longest pause after accept() failed for want of resources
+POLL_EVENTS = 256  # sockets served per turn of the poll loop, before the other tasks run
+_OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+_HANG_UP = select.EPOLLHUP | select.EPOLLERR
+
+
+class Server:
+    def __init__(self, handlers: Handlers, limits: Limits, security: Security = Security()):
+        self.handlers = handlers
+        self.limits = limits
+        self.security = security
+        self.by_address: Counter[str] = Counter()
+        self.log = logs.get("groupkeeper.server")
+        self.stopped = trio.Event()
+        # api_key * 65536 + api_version -> (handler, may wait), None if not advertised; filled on first use
+        self.handler_of: dict[int, tuple[Callable, bool] | None] = {}
+        self.tasks: trio.Nursery | None = None  # where the requests that wait run
+        self._connections: dict[int, Connection] = {}  # by file descriptor
+        self._epoll = select.epoll()
+        self._accepting_scope: trio.CancelScope | None = None
+        self._deadline = math.inf  # when connections still open at shutdown are closed
+        self._all_closed = trio.Event()
+
+    async def serve(self, listeners: list[tuple[trio.SocketListener, Listener]],
+                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Accept on `listeners` (each socket with the Kafka listener it is) until `shutdown()`;
+        then serve the open connections until they close or its grace ends."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self.tasks = nursery
+                nursery.start_soon(self._poll)
+                nursery.start_soon(self._reap)
+                async with trio.open_nursery() as accepting:
+                    self._accepting_scope = accepting.cancel_scope
+                    for listener, kind in listeners:
+                        accepting.start_soon(self._accept, listener, kind)
+                    task_status.started()
+                for listener, _ in listeners:
+                    await listener.aclose()
+                with trio.move_on_at(self._deadline):
+                    if self._connections:
+                        await self._all_closed.wait()
+                nursery.cancel_scope.cancel()
+        finally:  # grace over, or cancelled: what is still open is closed
+            for connection in list(self._connections.values()):
+                connection.close("server stopping")
+            self._epoll.close()
+        self.stopped.set()
+
+    def shutdown(self, grace: float) -> None:
+        self._deadline = trio.current_time() + grace
+        self._accepting_scope.cancel()
+
+    async def _accept(self, listener: trio.SocketListener, kind: Listener) -> None:
+        """Accept for ever. Out of file descriptors (or memory), accept() fails: the
+        connection waits in the backlog while this backs off, logs once per episode and
+        keeps serving the connections it has, rather than ending the instance."""
+        pause = 0.0
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _OUT_OF_RESOURCES:
+                    raise
+                if not pause:
+                    self.log.error("cannot accept connections", error=exc.strerror or str(exc))
+                metrics.ACCEPT_FAILURES.labels(errno.errorcode.get(exc.errno, str(exc.errno))).inc()
+                pause = min(max(pause * 2, ACCEPT_BACKOFF[0]), ACCEPT_BACKOFF[1])
+                await trio.sleep(pause)
+                continue
+            if pause:
+                self.log.info("accepting connections again")
+                pause = 0.0
+            self._open(socket.socket(fileno=stream.socket.detach()), kind)  # non-blocking, as trio made it
+
+    def _open(self, sock: socket.socket, listener: Listener) -> None:
+        try:
+            peer = sock.getpeername()
+        except OSError:  # gone already
+            sock.close()
+            return
+        refused = ("max connections reached" if len(self._connections) >= self.limits.max_connections else
+                   "max connections per address reached"
+                   if self.by_address[peer[0]] >= self.limits.max_connections_per_ip else None)
+        if refused:
+            self.log.warning("connection refused", reason=refused, peer=f"{peer[0]}:{peer[1]}")
+            metrics.CONNECTIONS_CLOSED.labels(refused).inc()
+            sock.close()
+            return
+        # a TLS or SASL connection must be through its gate within the request read timeout
+        deadline = trio.current_time() + self.limits.request_read_timeout
+        gate = (SaslGate(self.security.authentication, deadline) if listener.sasl else
+                TlsGate(deadline) if listener.tls else None)
+        connection = Connection(self, TLSSocket(sock, self.security.tls[listener.protocol]) if listener.tls else sock, peer,
+                                Client(peer[0], listener), gate)
+        self._connections[connection.fd] = connection
+        self.by_address[peer[0]] += 1
+        metrics.CONNECTIONS.inc()
+        self._epoll.register(connection.fd, select.EPOLLIN)
+        connection.arm(trio.current_time())
+
+    def watch(self, fd: int, mask: int) -> None:
+        """Wait for `mask`'s events on `fd` from now on."""
+        self._epoll.modify(fd, mask)
+
+    def forget(self, connection: Connection) -> None:
+        """`connection` is closing: no more events for it, and it no longer counts."""
+        self._epoll.unregister(connection.fd)
+        del self._connections[connection.fd]
+        host = connection.client.host
+        self.by_address[host] -= 1
+        if not self.by_address[host]:
+            del self.by_address[host]  # one entry per address connected now, not ever
+        metrics.CONNECTIONS.dec()
+        if not self._connections and self._deadline < math.inf:
+            self._all_closed.set()
+
+    async def _poll(self) -> None:
+        """Serve the sockets that are ready, a turn at a time, for ever."""
+        epoll, connections = self._epoll, self._connections
+        while True:
+            await trio.lowlevel.wait_readable(epoll.fileno())
+            for fd, events in epoll.poll(0, POLL_EVENTS):
+                connection = connections.get(fd)
+                if connection is None:  # closed earlier in this turn
+                    continue
+                try:
+                    if events & select.EPOLLOUT:
+                        connection.writable()
+                    if events & ~select.EPOLLOUT and not connection.closed:
+                        if connection.mask & select.EPOLLIN:
+                            connection.readable()
+                        elif events & _HANG_UP:  # paused and nothing to send: only this tells it is gone
+                            connection.close("peer went away")
+                except Exception as exc:  # a bug: close this connection, keep serving the others
+                    connection.log.error("connection failed", exc_info=exc)
+                    connection.close("connection failed")
+
+    async def _reap(self) -> None:
+        """Close the connections idle too long, or whose request trickles in too slowly: one
+        look at every connection a few times per timeout."""
+        period = min(1.0, max(0.01, min(self.limits.idle_timeout, self.limits.request_read_timeout) / 8))
+        while True:
+            await trio.sleep(period)
+            now = trio.current_time()
+            for connection in [c for c in self._connections.values() if c.until <= now]:
+                connection.close("authentication timeout" if connection.gate is not None else
+                                 "request read timeout" if connection.reading_timeout else "idle timeout")
+
+
