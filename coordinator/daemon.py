@@ -22,14 +22,16 @@ from .groups.group import GroupConfig
 from .groups.migration import POLICIES
 from .cluster.membership import AlreadyRegistered, Instance, Membership
 from .cluster.ownership import Coordinator
-from .api.handlers import Handlers
+from .api.router import Api
 from .security.acls.store import AclStore
 from .security.passwords import check_hash
 from .security.sasl import MECHANISMS, Authentication, Pacing
 from .security.tls import CLIENT_AUTH, TLSError, listener_context, server_context
 from .security.users import UserStore
-from .serving.server import Limits, Security, Server
-from .store import protection as acls, layout
+from .serving.metrics_http import serve_metrics
+from .serving.interfaces import Limits
+from .serving.server import Security, Server
+from .store import layout, protection
 from .store.blocking import read_digest
 from .store.bridge import ZooKeeperBridge
 from .topics.brokers import BrokerTopics
@@ -169,9 +171,9 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
         raise StartupError(f"cannot connect to ZooKeeper at {hosts}") from None
     try:
         try:
-            if protected := await acls.protect(zk):
+            if protected := await protection.protect(zk):
                 log.info("zookeeper data protected", nodes=protected)
-        except acls.Locked as exc:
+        except protection.Locked as exc:
             raise StartupError(str(exc)) from None
         membership = Membership(zk, Instance(config["instance_id"], endpoints[0][1], endpoints[0][2], tuple(endpoints)))
         try:  # a predecessor killed a moment ago holds the id until its session expires: wait that long
@@ -207,7 +209,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             if config["acls"]:
                 acl_store = AclStore(zk, frozenset(config["super_users"]), config["allow_everyone_if_no_acl_found"])
                 await nursery.start(acl_store.run)
-            server = Server(Handlers(coordinator, topics, acl_store), Limits(
+            server = Server(Api(coordinator, topics, acl_store), Limits(
                 config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000,
                 config["max_connections_per_ip"], config["request_read_timeout_ms"] / 1000,
                 config["max_queued_reply_bytes"]), Security(tls, authentication))
@@ -221,7 +223,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                     lambda: len(membership.live), config["metrics_group_series"]))
                 m_host, m_port = _address(config["metrics_listen"])
                 m_listeners = await _listen(m_host, m_port)
-                await nursery.start(metrics.serve_metrics, m_listeners, metrics_tls, config["metrics_users"])
+                await nursery.start(serve_metrics, m_listeners, metrics_tls, config["metrics_users"])
                 scheme = "https" if metrics_tls is not None else "http"
                 log.info("metrics endpoint", url=f"{scheme}://{m_host}:{m_listeners[0].socket.getsockname()[1]}/metrics",
                          basic_auth=bool(config["metrics_users"]))

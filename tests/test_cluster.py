@@ -17,7 +17,7 @@ from coordinator.groups.group import JoinReply
 from coordinator.groups.state import GroupState
 from coordinator.store import layout
 from coordinator.store.bridge import ZooKeeperBridge
-from coordinator.store.fence import StoreUnavailable
+from coordinator.store.errors import StoreUnavailable
 from coordinator.store.zkserver import ZooKeeperServer, free_port
 from protocol import ErrorCode
 from protocol.consumer import encode_subscription

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tools.cli import main
 from tools.cluster_status import ranges
-from coordinator.api.handlers import INSTANCE_NODE_BASE
+from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
 from protocol import ErrorCode
 from protocol.schemas import OFFSET_COMMIT

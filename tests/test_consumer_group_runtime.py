@@ -15,7 +15,7 @@ from coordinator.groups.consumer_group import ConsumerGroup, ConsumerGroupConfig
 from coordinator.groups.group import Group, GroupConfig
 from coordinator.groups.manager import GroupSet
 from coordinator.groups.migration import downgrade, upgrade
-from coordinator.store.fence import StoreUnavailable
+from coordinator.store.errors import StoreUnavailable
 from protocol import ErrorCode as E
 from protocol.consumer import decode_assignment, encode_subscription
 from protocol.messages import ConsumerProtocolSubscription

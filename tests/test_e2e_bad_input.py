@@ -15,7 +15,7 @@ from kafka.structs import OffsetAndMetadata
 
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.messages import build
-from tools.kafka_admin import Connection
+from tools.kafka_admin import NodeConnection
 from coordinator.cluster.placement import partition_for
 from coordinator.store import layout
 from protocol.schemas import (API_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, JOIN_GROUP, OFFSET_COMMIT,
@@ -215,7 +215,7 @@ def test_empty_names_in_the_offset_apis_are_accepted_and_harm_no_batch_neighbour
     every commit is acknowledged and reads back."""
     process, _ = served
     groups = ["", *(f"neighbour-{i}" for i in range(20))]
-    connection = Connection("127.0.0.1", process.port, 10.0)
+    connection = NodeConnection("127.0.0.1", process.port, 10.0)
     try:
         answers = connection.pipeline(OFFSET_COMMIT, 7, [{
             "group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",
@@ -235,7 +235,7 @@ def test_oversized_group_ids_and_topic_names_are_refused_up_front(served):
     either reaches ZooKeeper; names at the limits are served."""
     process, _ = served
     huge, longest, topic = "g" * 100_000, "g" * 1024, "t" * 250
-    connection = Connection("127.0.0.1", process.port, 10.0)
+    connection = NodeConnection("127.0.0.1", process.port, 10.0)
     try:
         commit = {"generation_id_or_member_epoch": -1, "member_id": "",
                   "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]}

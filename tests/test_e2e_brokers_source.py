@@ -23,7 +23,7 @@ from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.api.handlers import INSTANCE_NODE_BASE
+from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
 from protocol.schemas import API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH, PRODUCE
 from tests.clients import CK, RawConnection, RawMember, kp_assigned, kp_commit, kp_consumer, poll_until

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tools.kafka_admin import Connection, read_exactly
+from tools.kafka_admin import NodeConnection, read_exactly
 from protocol import RequestHeader, decode_response, encode_request
 from protocol.messages import build
 from protocol.schemas import API_VERSIONS, METADATA, OFFSET_COMMIT, OFFSET_FETCH
@@ -134,7 +134,7 @@ def test_a_client_that_never_reads_its_answers_holds_the_server_to_a_bounded_mem
             sent += flood.send(request * 64)
         except BlockingIOError:
             time.sleep(0.01)
-    answered_size = Connection("127.0.0.1", limited.port, 10).pipeline(METADATA, 1, [{"topics": [{"name": "wide"}]}])
+    answered_size = NodeConnection("127.0.0.1", limited.port, 10).pipeline(METADATA, 1, [{"topics": [{"name": "wide"}]}])
     assert answered_size  # other clients are served meanwhile
     grown = _rss(limited) - before
     assert sent // len(request) > 10_000  # answers asked for: hundreds of MB of them...

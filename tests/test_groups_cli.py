@@ -15,7 +15,7 @@ from kafka.structs import OffsetAndMetadata
 from confluent_kafka import TopicPartition as CKPartition
 
 from tools.cli import main
-from coordinator.api.handlers import INSTANCE_NODE_BASE
+from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
 from protocol.schemas import LIST_OFFSETS, METADATA
 from tests.clients import CK, RawConnection, RawMember, kp_assigned, kp_commit, kp_consumer, poll_until

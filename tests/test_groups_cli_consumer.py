@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition as CKPartition
 
 from tools import kafka_admin as admin
 from tools.cli import main
-from coordinator.api.handlers import INSTANCE_NODE_BASE
+from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
 from protocol.schemas import LIST_GROUPS
 from tests.clients import CK, poll_until

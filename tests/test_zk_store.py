@@ -16,8 +16,9 @@ from kazoo.protocol.states import KazooState
 from coordinator.cluster.handover import take
 from coordinator.store import layout
 from coordinator.store.bridge import ZooKeeperBridge
-from coordinator.store.fence import NotOwner, StoreError, StoreUnavailable, acquire
-from coordinator.store.partition import CommitTooLarge, PartitionStore
+from coordinator.store.errors import CommitTooLarge, NotOwner, StoreError, StoreUnavailable
+from coordinator.store.fence import acquire
+from coordinator.store.partition import PartitionStore
 from coordinator.store.session import SessionGuard
 from coordinator.store.writer import OffsetWriter
 from coordinator.store.zkserver import ZooKeeperServer

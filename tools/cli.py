@@ -15,15 +15,16 @@ import click
 import trio
 from kazoo.exceptions import KazooException
 
-from coordinator import daemon, logs
+from coordinator import logs
 from coordinator.config import ConfigError, load_config
-from .groups_cli import groups
-from .acls_cli import acls
-from .users_cli import users
-from coordinator.topics.view import topic_id_text
 from coordinator.store.blocking import AdminError
-from .topics_admin import RegistryAdmin
 from coordinator.store.zkserver import Peer, ZooKeeperServer, ZooKeeperUnavailable
+from coordinator.topics.view import topic_id_text
+
+from .acls_cli import acls
+from .groups_cli import groups
+from .topics_admin import RegistryAdmin
+from .users_cli import users
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 zookeeper_option = click.option(
@@ -83,6 +84,7 @@ def _comma_list(ctx, param, value: str | None) -> list[str] | None:
 @click.option("--log-format", type=click.Choice(logs.FORMATS))
 def run(config_path: str | None, **flags) -> None:
     """Run a coordinator instance until SIGINT or SIGTERM."""
+    from coordinator import daemon  # the whole runtime: loaded by this command only
     try:
         config = load_config(config_path)
     except ConfigError as exc:

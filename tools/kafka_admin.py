@@ -23,7 +23,7 @@ from protocol.schemas import (API_VERSIONS, CONSUMER_GROUP_DESCRIBE, DELETE_GROU
 from protocol.schema import Api
 
 from coordinator import config
-from coordinator.api.handlers import INSTANCE_NODE_BASE
+from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 
 E = ErrorCode
 TopicPartition = tuple[str, int]
@@ -83,7 +83,7 @@ def _retriable(code: int) -> bool:
         return False
 
 
-class Connection:
+class NodeConnection:
     """One node: requests answered one at a time, each within `timeout` seconds."""
 
     def __init__(self, host: str, port: int, timeout: float):
@@ -214,11 +214,11 @@ class GroupsAdmin:
 
     def __init__(self, bootstrap: str, timeout: float):
         self.timeout = timeout
-        self._connections: dict[tuple[str, int], Connection | Unreachable] = {}
+        self._connections: dict[tuple[str, int], NodeConnection | Unreachable] = {}
         self._bootstrap = parse_address(bootstrap)
 
     @property
-    def bootstrap(self) -> Connection:
+    def bootstrap(self) -> NodeConnection:
         """Connected on first use, so that a command checks its arguments first."""
         return self.connect(*self._bootstrap)
 
@@ -227,15 +227,15 @@ class GroupsAdmin:
 
     def __exit__(self, *exc) -> None:
         for connection in self._connections.values():
-            if isinstance(connection, Connection):
+            if isinstance(connection, NodeConnection):
                 connection.close()
 
-    def connect(self, host: str, port: int) -> Connection:
+    def connect(self, host: str, port: int) -> NodeConnection:
         """A connection to `host:port`, made once; a node that failed is not tried again."""
         known = self._connections.get((host, port))
         if known is None:
             try:
-                known = Connection(host, port, self.timeout)
+                known = NodeConnection(host, port, self.timeout)
             except Unreachable as exc:
                 known = exc
             self._connections[(host, port)] = known
@@ -303,7 +303,7 @@ class GroupsAdmin:
             raise AdminError(f"the coordinator of group {group!r} is not available ({error_name(error)})")
         return node
 
-    def _at_coordinator(self, group: str, ask: Callable[[Connection], tuple[int, Any]]) -> tuple[Node, int, Any]:
+    def _at_coordinator(self, group: str, ask: Callable[[NodeConnection], tuple[int, Any]]) -> tuple[Node, int, Any]:
         """`ask` the group's coordinator, found anew on every attempt (`_until_settled`), so
         that a group that moved (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) or a node that
         went away is followed. (node, error, answer); a node still unreachable at the end
@@ -351,7 +351,7 @@ class GroupsAdmin:
         group has the name). DescribeGroups first: it describes classic groups and answers
         Dead for consumer groups (as Kafka does) as for unknown ones; only then, and if the
         coordinator serves it, ConsumerGroupDescribe, on the same connection."""
-        def describe(connection: Connection):
+        def describe(connection: NodeConnection):
             classic = connection.call(DESCRIBE_GROUPS, {"groups": [group]}).groups[0]
             if (classic.error_code != E.NONE or classic.group_state != DEAD
                     or not connection.serves(CONSUMER_GROUP_DESCRIBE)):
@@ -380,7 +380,7 @@ class GroupsAdmin:
         while the group has no members; the error code of each partition."""
         topics = sorted({t for t, _ in offsets})
 
-        def commit(connection: Connection):
+        def commit(connection: NodeConnection):
             answer = connection.call(OFFSET_COMMIT, {
                 "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
                 "topics": [{"name": topic, "partitions": [

@@ -3,6 +3,8 @@
 A strategy is a pure function: the members (id, subscribed topics, owned partitions, user
 data) and the partition count of each topic in, an assignment per member out. Strategies
 are registered by the name clients announce in JoinGroup (partition.assignment.strategy).
+
+Imports nothing else of the coordinator: strategies are pure.
 """
 
 from __future__ import annotations

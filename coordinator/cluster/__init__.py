@@ -6,5 +6,8 @@
 | `balancing.py` | the pure placement function: balanced, least movement |
 | `placement.py` | groups to group-partitions, and the placement record every instance agrees on |
 | `handover.py` | taking a group-partition from a previous owner that releases it or dies |
+| `node_ids.py` | how instances are named among the brokers: node ids never a broker's |
 | `ownership.py` | `Coordinator`: the group-partitions held here, routing, session loss and shutdown |
+
+May import: `groups`, `topics`, `store`, `assignors`, `events`, `logs`, `metrics`.
 """

@@ -14,7 +14,8 @@ from kazoo.exceptions import NoNodeError
 
 from ..store import layout
 from ..store.bridge import ZooKeeperBridge
-from ..store.fence import Fence, NotOwner, Previous, acquire
+from ..store.errors import NotOwner
+from ..store.fence import Fence, Previous, acquire
 
 
 async def take(zk: ZooKeeperBridge, partition: int, instance: int) -> tuple[Fence, Previous]:

@@ -40,7 +40,8 @@ from ..groups.manager import GroupSet
 from ..groups.snapshot import counted, is_consumer_group, restore, restore_consumer
 from ..groups.state import GroupState
 from ..store.bridge import ZooKeeperBridge
-from ..store.fence import Fence, NotOwner, Previous, StoreError, StoreUnavailable, release
+from ..store.errors import NotOwner, StoreError, StoreUnavailable
+from ..store.fence import Fence, Previous, release
 from ..store.partition import PartitionStore
 from ..store.writer import OffsetWriter
 from ..topics.view import TopicView

@@ -27,9 +27,8 @@ from protocol.messages import ConsumerProtocolAssignment, TopicPartition
 from .. import logs, metrics
 from ..assignors import BUILT_IN, Assignor, MemberSubscription
 from ..assignors.base import StrategyFailed, checked_assign
-from ..store.errors import store_error_code
+from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error_code
 from ..events import DISCARD, EventSink
-from ..store.fence import NotOwner, StoreError, StoreUnavailable
 from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, HeartbeatReply, by_topic
 from .group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
                     PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait)
@@ -238,7 +237,7 @@ class GroupSet:
         try:
             await self.persist(group.group_id, data)
             error = E.NONE
-        except (NotOwner, StoreUnavailable, StoreError) as exc:
+        except STORE_FAILURES as exc:
             self.log.warning("persisting the generation failed", group=group.group_id,
                              generation=generation, error=str(exc))
             error = store_error_code(exc)
@@ -402,7 +401,7 @@ class GroupSet:
             try:
                 await self.persist(group.group_id, consumer_snapshot(group))
                 self._stored[group.group_id] = max(write.version, self._stored.get(group.group_id, -1))
-            except (NotOwner, StoreUnavailable, StoreError) as exc:
+            except STORE_FAILURES as exc:
                 self.log.warning("storing the consumer group failed", group=group.group_id,
                                  group_epoch=group.group_epoch, error=str(exc))
                 write.error = store_error_code(exc)

@@ -1,2 +1,14 @@
-"""Keeping strangers out: password hashes and TLS contexts, shared by every listener that
-asks for them (today the metrics endpoint)."""
+"""Keeping strangers out.
+
+| Module | Holds |
+| --- | --- |
+| `tls.py` | TLS for the poll loop's sockets (`TLSSocket`, memory BIOs) and the contexts |
+| `sasl.py` | the SASL gate before a connection's first request: PLAIN and SCRAM |
+| `scram.py` | SCRAM-SHA-256/512 (RFC 5802/7677) |
+| `users.py` | SCRAM credentials in Kafka's ZooKeeper layout, followed and changed |
+| `passwords.py` | password hashes for the metrics endpoint's basic auth |
+| `client.py` | `Client`: who is on the other end of a connection (address, listener, principal) |
+| `acls/` | Kafka's ACLs: what they mean (`authorizer.py`) and where they are kept (`store.py`) |
+
+May import: `store`, `listeners`, `logs`, `metrics` and `protocol`.
+"""

@@ -233,7 +233,7 @@ class SaslGate:
                 return self._failed(connection, header, str(exc))
             return self._answered(connection, header, answer, started)
         connection.hold()
-        connection.server.tasks.start_soon(self._later, connection, at, header, token, rest)
+        connection.host.start_soon(self._later, connection, at, header, token, rest)
 
     async def _later(self, connection, at: float, header, token: bytes, rest: list[bytes]) -> None:
         """A paced attempt, or a slow mechanism's: checked at its slot, in a thread if slow."""
@@ -282,7 +282,7 @@ class SaslGate:
             connection.add(encode_response(header, _authenticate_error(ErrorCode.SASL_AUTHENTICATION_FAILED, FAILED)))
             connection.flush()
         connection.hold()
-        connection.server.tasks.start_soon(_close_after, connection, delay, "authentication failed")
+        connection.host.start_soon(_close_after, connection, delay, "authentication failed")
 
     def _refuse(self, connection, header: RequestHeader | None, body, reason: str) -> None:
         """Answer (unless the request came bare) and close: a protocol error, not a failed password."""

@@ -29,34 +29,35 @@ from protocol import (ErrorCode, FrameReader, ProtocolError, RequestHeader, Unsu
 from protocol.schemas import API_VERSIONS, HEARTBEAT
 
 from .. import metrics
-from ..api.handlers import CloseConnection
+from .interfaces import CloseConnection
 from .pending import Answer, Pending
 
 if TYPE_CHECKING:
     from ..security.client import Client
     from ..security.sasl import SaslGate
     from ..security.tls import TLSSocket, TlsGate
-    from .server import Server
+    from .interfaces import Host
 
 READ_SIZE = 65536  # bytes asked of the kernel per read
 _HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
 _PEER_CLOSED = ("closed by peer", "peer went away")
 
 
-class Connection:
-    __slots__ = ("backlog", "bytes", "client", "closed", "fd", "gate", "held", "in_flight", "log", "mask",
-                 "out", "reader", "reading_timeout", "replies", "server", "sock", "started", "until", "waiting")
+class ClientConnection:
+    """A Kafka client's connection to this server, as the server sees it."""
+    __slots__ = ("backlog", "bytes", "client", "closed", "fd", "gate", "held", "host", "in_flight", "log", "mask",
+                 "out", "reader", "reading_timeout", "replies", "sock", "started", "until", "waiting")
 
-    def __init__(self, server: Server, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
+    def __init__(self, host: Host, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
                  gate: SaslGate | TlsGate | None):
-        self.server = server
+        self.host = host
         self.sock = sock
         self.fd = sock.fileno()
         self.client = client  # its address, listener and principal
         self.gate = gate  # until it is through (TLS handshake, SASL), requests go to it
         self.held = False  # not read while its gate waits (a paced attempt, a failure's delay)
-        self.log = server.log.bind(peer=f"{peer[0]}:{peer[1]}")
-        self.reader = FrameReader(server.limits.max_request_bytes)
+        self.log = host.log.bind(peer=f"{peer[0]}:{peer[1]}")
+        self.reader = FrameReader(host.limits.max_request_bytes)
         self.replies: deque[bytes | _Reply] = deque()  # ready answers, and places kept for answers to come
         self.out = bytearray()  # answers the kernel has not taken yet: sent as the socket becomes writable
         self.bytes = 0  # answers made and not yet sent
@@ -72,7 +73,7 @@ class Connection:
     def arm(self, now: float) -> None:
         """Time the wait for the next bytes: the idle timeout, or the request read timeout if a
         request has begun to arrive (it must arrive whole in time, however slowly it trickles)."""
-        limits = self.server.limits
+        limits = self.host.limits
         idle_until = now + limits.idle_timeout
         read_until = math.inf if self.started is None else self.started + limits.request_read_timeout
         self.reading_timeout = read_until < idle_until
@@ -112,8 +113,9 @@ class Connection:
 
     def handle(self, frames: list[bytes], now: float) -> None:
         """Handle `frames` in order, up to the first that must wait for the connection to go on."""
-        server = self.server
-        dispatch, limits, stable_heartbeat = server.handler_of, server.limits, server.handlers.stable_heartbeat
+        host = self.host
+        api, limits = host.api, host.limits
+        stable_heartbeat, handler_of = api.stable_heartbeat, host.handler
         for i, frame in enumerate(frames):
             if frame[:2] == _HEARTBEAT and self.bytes <= limits.max_queued_reply_bytes:
                 handling = time.perf_counter()
@@ -132,16 +134,13 @@ class Connection:
                 header, request = exc.header, None
             except ProtocolError as exc:
                 return self.close(f"undecodable request: {exc}")
-            key = header.api_key * 65536 + header.api_version
-            handler = dispatch.get(key, False)
-            if handler is False:
-                handler = dispatch[key] = server.handlers.dispatch(header.api_key, header.api_version)
+            handler = handler_of(header.api_key, header.api_version)
             if request is None or handler is None:
                 if header.api_key != API_VERSIONS.key:  # Kafka closes; only ApiVersions answers
                     return self.close(f"unsupported request: API {header.api_key} v{header.api_version}")
                 self.add(encode_response(RequestHeader(API_VERSIONS.key, 0, header.correlation_id,
                                                         header.client_id),
-                                          server.handlers.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)))
+                                          api.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)))
                 continue
             answer, waits = handler
             # a client that does not take its answers gets no more of them computed, nor is
@@ -169,7 +168,7 @@ class Connection:
                 reply = _Reply(header)
                 self.replies.append(reply)
                 self.in_flight += 1
-                server.tasks.start_soon(self._finish, reply, body, handling)
+                host.start_soon(self._finish, reply, body, handling)
                 continue
             try:
                 self.add(_encoded(header, body, handling))
@@ -290,7 +289,7 @@ class Connection:
         it has bytes the kernel did not take."""
         mask = (0 if self.backlog or self.held else EPOLLIN) | (EPOLLOUT if self.out else 0)
         if mask != self.mask and not self.closed:
-            self.server.watch(self.fd, mask)
+            self.host.watch(self.fd, mask)
             self.mask = mask
 
     def fail(self, api_key: int, exc: Exception) -> None:
@@ -301,7 +300,7 @@ class Connection:
         if self.closed:
             return
         self.closed = True
-        self.server.forget(self)
+        self.host.forget(self)
         for scope in self.waiting:
             scope.cancel()
         self.sock.close()

@@ -1,7 +1,7 @@
 """The Kafka-protocol TCP server: every connection served from one poll loop.
 
 Each accepted socket is registered once in an epoll set of the server's own; one task waits
-for that set to have sockets ready and serves them all in a row (`connection.Connection`
+for that set to have sockets ready and serves them all in a row (`connection.ClientConnection`
 reads, handles and answers). A trio task per connection waiting on its socket costs a
 scheduling round and an epoll re-registration per request, which at 10,000 connections
 was most of the server's CPU (docs/benchmarks.md, "The request path under load").
@@ -17,30 +17,17 @@ import select
 import socket
 import ssl
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
 
 from .. import logs, metrics
-from .connection import Connection
-from ..api.handlers import Handlers
 from ..listeners import Listener
 from ..security.client import Client
 from ..security.sasl import Authentication, SaslGate
 from ..security.tls import TlsGate, TLSSocket
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-server limits; their defaults live in the configuration."""
-    max_request_bytes: int  # socket.request.max.bytes
-    max_connections: int
-    idle_timeout: float  # seconds; connections.max.idle.ms
-    max_connections_per_ip: int = 1000  # max.connections.per.ip
-    request_read_timeout: float = 30.0  # seconds from a request's first byte to its last
-    max_queued_reply_bytes: int = 16 << 20  # answers not yet taken by the client; reading stops above
-    max_in_flight: int = 100  # requests of one connection waiting at once
+from .connection import ClientConnection
+from .interfaces import Api, Handler, Limits
 
 
 @dataclass(frozen=True)
@@ -57,17 +44,19 @@ _HANG_UP = select.EPOLLHUP | select.EPOLLERR
 
 
 class Server:
-    def __init__(self, handlers: Handlers, limits: Limits, security: Security = Security()):
-        self.handlers = handlers
+    """The `interfaces.Host` of its connections."""
+
+    def __init__(self, api: Api, limits: Limits, security: Security = Security()):
+        self.api = api
         self.limits = limits
         self.security = security
         self.by_address: Counter[str] = Counter()
         self.log = logs.get("groupkeeper.server")
         self.stopped = trio.Event()
-        # api_key * 65536 + api_version -> (handler, may wait), None if not advertised; filled on first use
-        self.handler_of: dict[int, tuple[Callable, bool] | None] = {}
-        self.tasks: trio.Nursery | None = None  # where the requests that wait run
-        self._connections: dict[int, Connection] = {}  # by file descriptor
+        # api_key * 65536 + api_version -> (handler, may wait), None if not served; filled on first use
+        self._handlers: dict[int, tuple[Handler, bool] | None] = {}
+        self._tasks: trio.Nursery | None = None  # where the requests that wait run
+        self._connections: dict[int, ClientConnection] = {}  # by file descriptor
         self._epoll = select.epoll()
         self._accepting_scope: trio.CancelScope | None = None
         self._deadline = math.inf  # when connections still open at shutdown are closed
@@ -79,7 +68,7 @@ class Server:
         then serve the open connections until they close or its grace ends."""
         try:
             async with trio.open_nursery() as nursery:
-                self.tasks = nursery
+                self._tasks = nursery
                 nursery.start_soon(self._poll)
                 nursery.start_soon(self._reap)
                 async with trio.open_nursery() as accepting:
@@ -98,6 +87,17 @@ class Server:
                 connection.close("server stopping")
             self._epoll.close()
         self.stopped.set()
+
+    def handler(self, api_key: int, api_version: int) -> tuple[Handler, bool] | None:
+        key = api_key * 65536 + api_version
+        try:
+            return self._handlers[key]
+        except KeyError:
+            found = self._handlers[key] = self.api.dispatch(api_key, api_version)
+            return found
+
+    def start_soon(self, fn, *args) -> None:
+        self._tasks.start_soon(fn, *args)
 
     def shutdown(self, grace: float) -> None:
         self._deadline = trio.current_time() + grace
@@ -143,7 +143,7 @@ class Server:
         deadline = trio.current_time() + self.limits.request_read_timeout
         gate = (SaslGate(self.security.authentication, deadline) if listener.sasl else
                 TlsGate(deadline) if listener.tls else None)
-        connection = Connection(self, TLSSocket(sock, self.security.tls[listener.protocol]) if listener.tls else sock, peer,
+        connection = ClientConnection(self, TLSSocket(sock, self.security.tls[listener.protocol]) if listener.tls else sock, peer,
                                 Client(peer[0], listener), gate)
         self._connections[connection.fd] = connection
         self.by_address[peer[0]] += 1
@@ -155,7 +155,7 @@ class Server:
         """Wait for `mask`'s events on `fd` from now on."""
         self._epoll.modify(fd, mask)
 
-    def forget(self, connection: Connection) -> None:
+    def forget(self, connection: ClientConnection) -> None:
         """`connection` is closing: no more events for it, and it no longer counts."""
         self._epoll.unregister(connection.fd)
         del self._connections[connection.fd]

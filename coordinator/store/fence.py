@@ -26,24 +26,7 @@ from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, 
 
 from . import layout
 from .bridge import ZooKeeperBridge
-
-
-class NotOwner(Exception):
-    """This instance does not, or no longer, own the group-partition: NOT_COORDINATOR."""
-
-
-class StoreUnavailable(Exception):
-    """ZooKeeper did not confirm the write (connection lost, suspended, timed out): the
-    outcome is unknown, so nothing is acknowledged and the client retries."""
-
-
-class StoreError(Exception):
-    """A write that ZooKeeper refused for a reason other than fencing."""
-
-
-class RolledBack(StoreError):
-    """A multi() carrying the writes of several group-partitions failed for another one's
-    part: nothing of this part landed, and it is written again."""
+from .errors import NotOwner, RolledBack, StoreError, StoreUnavailable
 
 
 _UNCONFIRMED = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)

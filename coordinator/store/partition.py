@@ -40,17 +40,14 @@ from .. import logs
 from . import layout
 from .bridge import ZooKeeperBridge
 from .multiread import CHILDREN, GET
-from .fence import Fence, NotOwner, RolledBack, StoreError, StoreUnavailable, check, fenced_commit
+from .errors import CommitTooLarge, NotOwner, RolledBack, StoreError, StoreUnavailable
+from .fence import Fence, check, fenced_commit
 from .session import SessionGuard
 from .writer import OffsetWriter, Part
 
 # (offset, leader_epoch, metadata, commit_timestamp_ms): one partition's committed offset
 OffsetEntry = tuple[int, int, str | None, int]
 ShardKey = tuple[str, str, int]  # (group, topic, shard)
-
-
-class CommitTooLarge(StoreError):
-    """A commit that would take its group's offset metadata over its bound: INVALID_COMMIT_OFFSET_SIZE."""
 
 
 @dataclass(eq=False, slots=True)

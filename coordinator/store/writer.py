@@ -1,7 +1,7 @@
 """Group commit across group-partitions: one writer sends the offset writes of every
 group-partition this instance owns, as few multi() calls as it can.
 
-A group-partition's commits wait in its store (`PartitionStore`); when it has some and no
+A group-partition's commits wait in its store (`Batches`); when it has some and no
 batch of its own in flight, it is ready. Each turn, the writer asks every ready store in
 turn for its next batch's writes and puts them in one multi(), each store's part headed by
 its own fence checks, up to MAX_REQUEST_BYTES. Batching per instance rather than per
@@ -20,16 +20,13 @@ turns are in flight at once; outcomes are handed to the stores in the order sent
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
 from .. import logs, metrics
 from . import layout
 from .bridge import ZooKeeperBridge
-
-if TYPE_CHECKING:
-    from .partition import PartitionStore
 
 PIPELINE_DEPTH = 2  # turns (normally one multi each) in flight at once
 
@@ -39,21 +36,30 @@ Part = tuple[list, int, Callable[[Any], None]]
 Share = tuple[Callable[[Any], None], int, int]  # a part in a multi: whom to tell, and its ops' slice
 
 
+class Batches(Protocol):
+    """What the writer asks of a store it writes for (`partition.Batches` is one)."""
+    partition: int
+
+    def take(self, budget: int, first: bool) -> list[Part] | None:
+        """The parts of its next batch; None if its first commit does not fit in `budget`
+        bytes of a multi that is not empty (`first` False)."""
+
+
 class OffsetWriter:
     def __init__(self, zk: ZooKeeperBridge):
         self.zk = zk
-        self._ready: dict[PartitionStore, None] = {}  # stores with a batch to write, in order
+        self._ready: dict[Batches, None] = {}  # stores with a batch to write, in order
         self._wake = trio.Event()
         self._slots = trio.Semaphore(PIPELINE_DEPTH)
         self.multis = 0  # multi() calls sent, for the benchmark
         self.log = logs.get("groupkeeper.store")
 
-    def ready(self, store: PartitionStore) -> None:
+    def ready(self, store: Batches) -> None:
         """`store` has commits queued and no batch in flight: write them in the next turn."""
         self._ready[store] = None
         self._wake.set()
 
-    def withdraw(self, store: PartitionStore) -> None:
+    def withdraw(self, store: Batches) -> None:
         self._ready.pop(store, None)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -35,7 +35,7 @@ from protocol.messages import ConsumerProtocolSubscription, build
 from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT,
                               JOIN_GROUP, LEAVE_GROUP, METADATA, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP)
 
-from ..kafka_admin import AdminError, Connection, Unreachable, read_exactly
+from ..kafka_admin import AdminError, NodeConnection, Unreachable, read_exactly
 from ..topics_admin import RegistryAdmin
 from coordinator.store.zkserver import ZooKeeperServer, free_port
 from .process import NotStarted, RunProcess, raise_open_files
@@ -116,9 +116,9 @@ class Target:
         self.pid, self.metrics = pid, metrics
         self._coordinators: dict[str, tuple[str, int]] = {}
 
-    def connect(self, address: tuple[str, int] | None = None, timeout: float | None = None) -> Connection:
+    def connect(self, address: tuple[str, int] | None = None, timeout: float | None = None) -> NodeConnection:
         host, port = address or (self.host, self.port)
-        return Connection(host, port, timeout or self.deadline)
+        return NodeConnection(host, port, timeout or self.deadline)
 
     def coordinator(self, group: str) -> tuple[str, int]:
         """Where FindCoordinator puts `group`, asked again while the answer is retriable."""
@@ -138,7 +138,7 @@ class Target:
             self._coordinators[group] = (found.host, found.port)
         return self._coordinators[group]
 
-    def at(self, group: str, timeout: float | None = None) -> Connection:
+    def at(self, group: str, timeout: float | None = None) -> NodeConnection:
         """A new connection to `group`'s coordinator."""
         return self.connect(self.coordinator(group), timeout)
 
@@ -240,7 +240,7 @@ class Bystander:
     def __init__(self, target: Target, group: str):
         self.target, self.group, self.topic = target, group, group
         self.deadline = target.deadline
-        self.connection: Connection | None = None
+        self.connection: NodeConnection | None = None
         self.member_id, self.generation = "", -1
         self.sequence = 0
         self.acked: dict[int, int] = {}  # partition -> the offset last acknowledged
@@ -413,7 +413,7 @@ def _errors(answer) -> dict[tuple[str, int], int]:
     return {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
 
 
-def _fetch(connection: Connection, group: str, keys) -> Offsets:
+def _fetch(connection: NodeConnection, group: str, keys) -> Offsets:
     """The committed (offset, metadata) of each of `keys` that has one."""
     topics: dict[str, list[int]] = {}
     for topic, p in sorted(keys):
@@ -494,7 +494,7 @@ def probe_empty_names(run: _Run) -> Findings:
 
     def lane(groups: list[str]) -> dict[str, object]:
         """Commit `groups` on connections of this lane's own, once every lane is ready."""
-        connections: dict[tuple[str, int], Connection] = {}
+        connections: dict[tuple[str, int], NodeConnection] = {}
         try:
             for g in groups:
                 address = run.target.coordinator(g)

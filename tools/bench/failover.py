@@ -34,7 +34,7 @@ from protocol.consumer import encode_subscription
 from protocol.messages import ConsumerProtocolSubscription
 from protocol.schemas import FIND_COORDINATOR, JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH
 
-from ..kafka_admin import Connection, Unreachable
+from ..kafka_admin import NodeConnection, Unreachable
 from coordinator.cluster.placement import partition_for
 from coordinator.store import layout
 from coordinator.store.zkserver import ZooKeeperServer, free_port
@@ -69,9 +69,9 @@ class _Instance:
         self.run.stop(60)
 
 
-def _connect(port: int, timeout: float = 10.0) -> Connection | None:
+def _connect(port: int, timeout: float = 10.0) -> NodeConnection | None:
     try:
-        return Connection("127.0.0.1", port, timeout)
+        return NodeConnection("127.0.0.1", port, timeout)
     except Unreachable:
         return None
 
@@ -146,7 +146,7 @@ def _commit_all(instances: list[_Instance], groups: list[str]) -> None:
     for g, port in found.items():
         by_port.setdefault(port, []).append(g)
     for port, mine in by_port.items():
-        connection = Connection("127.0.0.1", port, 30.0)
+        connection = NodeConnection("127.0.0.1", port, 30.0)
         answers = connection.pipeline(OFFSET_COMMIT, 7, [{
             "group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",
             "topics": [{"name": TOPIC, "partitions": [{"partition_index": p, "committed_offset": 1000 + p}
@@ -160,7 +160,7 @@ def _commit_all(instances: list[_Instance], groups: list[str]) -> None:
 def _check_offsets(ports: list[int], groups: list[str]) -> None:
     found = _coordinators(ports, groups)
     for g in groups:
-        connection = Connection("127.0.0.1", found[g], 30.0)
+        connection = NodeConnection("127.0.0.1", found[g], 30.0)
         answer, = connection.pipeline(OFFSET_FETCH, 5, [{"group_id": g, "topics": None}])
         connection.close()
         got = {p.partition_index: p.committed_offset for t in answer.topics for p in t.partitions}

@@ -68,7 +68,7 @@ from protocol.consumer import decode_assignment
 from protocol.schemas import DESCRIBE_GROUPS, METADATA
 from protocol.schemas.consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 
-from ..kafka_admin import Connection, Unreachable
+from ..kafka_admin import NodeConnection, Unreachable
 from coordinator.store.zkserver import ZooKeeperServer, free_port
 from ..topics_admin import RegistryAdmin
 from .process import NotStarted, RunProcess, chroot, raise_open_files
@@ -311,7 +311,7 @@ class _Coordinator:
         """Until its Metadata shows the topic with all its partitions (its registry learns of
         the topic a moment after it is written)."""
         deadline = time.monotonic() + timeout
-        connection = Connection("127.0.0.1", self.port, 10.0)
+        connection = NodeConnection("127.0.0.1", self.port, 10.0)
         try:
             while True:
                 answer, = connection.pipeline(METADATA, 1, [{"topics": [{"name": TOPIC}]}])
@@ -338,7 +338,7 @@ class _Coordinator:
 
     def view(self, row: Row, group: str) -> tuple[dict[str, set[int]], dict]:
         """The coordinator's assignment by member id, and what it says of the group."""
-        connection = Connection("127.0.0.1", self.port, 10.0)
+        connection = NodeConnection("127.0.0.1", self.port, 10.0)
         try:
             if row.protocol == "consumer":
                 answer, = connection.pipeline(CONSUMER_GROUP_DESCRIBE, 0, [{"group_ids": [group],

@@ -100,7 +100,7 @@ class Member:
     acked: dict[int, int] = field(default_factory=dict)  # partition -> offset acknowledged
 
 
-class Connection:
+class LoadConnection:
     __slots__ = (
         "correlation",
         "fast_acked",
@@ -176,7 +176,7 @@ class Generator:
     def __init__(self, plan: Plan):
         self.plan = plan
         self.epoll = select.epoll()
-        self.connections: dict[int, Connection] = {}
+        self.connections: dict[int, LoadConnection] = {}
         self.members = [Member(j, f"load-{j % plan.groups}") for j in range(plan.members)]
         self.stats = Stats()
         self.measuring = False
@@ -200,14 +200,14 @@ class Generator:
             sock.bind((f"127.0.0.{2 + i // ADDRESSES_PER_SOURCE}", 0))
             sock.connect((self.plan.host, self.plan.port))
             sock.setblocking(False)
-            conn = Connection(sock)
+            conn = LoadConnection(sock)
             self.connections[sock.fileno()] = conn
             self.epoll.register(sock.fileno(), select.EPOLLIN)
             conns.append(conn)
         for member in self.members:
             conns[member.index % len(conns)].members.append(member)
 
-    def send(self, conn: Connection, data: bytes) -> None:
+    def send(self, conn: LoadConnection, data: bytes) -> None:
         if not conn.out:
             try:
                 sent = conn.sock.send(data)
@@ -221,14 +221,14 @@ class Generator:
             conn.want_write = True
             self.epoll.modify(conn.sock.fileno(), select.EPOLLIN | select.EPOLLOUT)
 
-    def _flush(self, conn: Connection) -> None:
+    def _flush(self, conn: LoadConnection) -> None:
         sent = conn.sock.send(conn.out)
         del conn.out[:sent]
         if not conn.out:
             conn.want_write = False
             self.epoll.modify(conn.sock.fileno(), select.EPOLLIN)
 
-    def request(self, conn: Connection, api_key: int, body: dict, due: float, on_answer) -> None:
+    def request(self, conn: LoadConnection, api_key: int, body: dict, due: float, on_answer) -> None:
         api = {HEARTBEAT.key: HEARTBEAT, JOIN_GROUP.key: JOIN_GROUP, SYNC_GROUP.key: SYNC_GROUP,
                OFFSET_COMMIT.key: OFFSET_COMMIT, OFFSET_FETCH.key: OFFSET_FETCH}[api_key]
         conn.correlation += 1
@@ -236,7 +236,7 @@ class Generator:
                                build(api.request.struct, body))
         self.send_frame(conn, frame, due, on_answer)
 
-    def send_frame(self, conn: Connection, frame: bytes, due: float, on_answer) -> None:
+    def send_frame(self, conn: LoadConnection, frame: bytes, due: float, on_answer) -> None:
         conn.waiting.append((due, on_answer))
         self.send(conn, frame)
 
@@ -260,7 +260,7 @@ class Generator:
             self.poll(0.05, read)
 
     @staticmethod
-    def _receive(conn: Connection) -> bytes | None:
+    def _receive(conn: LoadConnection) -> bytes | None:
         """What the socket has now (None: nothing yet); LoadError if the server closed it."""
         try:
             data = conn.sock.recv(1 << 20)
@@ -272,7 +272,7 @@ class Generator:
             raise LoadError("the server closed a connection")
         return data
 
-    def _read(self, conn: Connection) -> None:
+    def _read(self, conn: LoadConnection) -> None:
         data = self._receive(conn)
         if data is None:
             return
@@ -305,7 +305,7 @@ class Generator:
         start = time.perf_counter()
         last = [start, start]
 
-        def joined(member: Member, conn: Connection):
+        def joined(member: Member, conn: LoadConnection):
             def on_join(conn, frame, due, now):
                 _, answer = decode_response(JOIN_GROUP.key, VERSIONS[JOIN_GROUP.key], frame)
                 if answer.error_code == 79:  # MEMBER_ID_REQUIRED: again, with the id given
@@ -361,7 +361,7 @@ class Generator:
                     beats.append((now + KEEP_ALIVE, member, conn))
             return on_heartbeat
 
-        def send_join(member: Member, conn: Connection):
+        def send_join(member: Member, conn: LoadConnection):
             last[0] = time.perf_counter()
             self.request(conn, JOIN_GROUP.key, {
                 "group_id": member.group, "session_timeout_ms": self.plan.session_timeout_ms,
@@ -447,13 +447,13 @@ class Generator:
         self.sending = False
         self._answered(lambda c: c.fast_batches, "heartbeats", self._fast_read)
 
-    def _fast_send(self, conn: Connection, n: int, now: float) -> None:
+    def _fast_send(self, conn: LoadConnection, n: int, now: float) -> None:
         s, offsets = conn.fast_sent, conn.fast_offsets
         self.send(conn, conn.fast_frames[offsets[s]:offsets[s + n]])
         conn.fast_sent = (s + n) % conn.fast_period
         conn.fast_batches.append([n, now])
 
-    def _fast_read(self, conn: Connection) -> None:
+    def _fast_read(self, conn: LoadConnection) -> None:
         data = self._receive(conn)
         if data is None:
             return
@@ -532,7 +532,7 @@ class Generator:
         self.sending = False
         self._answered(lambda c: c.waiting or c.queued, "requests")
 
-    def _due(self, conn: Connection, item) -> None:
+    def _due(self, conn: LoadConnection, item) -> None:
         """Send a request that fell due, or queue it behind the connection's pipeline."""
         if len(conn.waiting) >= self.plan.pipeline:
             conn.queued.append(item)
@@ -551,20 +551,20 @@ class Generator:
                 {"partition_index": p, "committed_offset": offset, "committed_leader_epoch": -1,
                  "committed_metadata": ""} for p in parts]}]}, due, self._commit_answer(member, offset, again))
 
-    def _next(self, conn: Connection) -> None:
+    def _next(self, conn: LoadConnection) -> None:
         if conn.queued and self.sending:
             self._due(conn, conn.queued.popleft())
         elif conn.queued:
             conn.queued.clear()
 
-    def _heartbeat_answer(self, conn: Connection, frame: bytes, due: float, now: float) -> None:
+    def _heartbeat_answer(self, conn: LoadConnection, frame: bytes, due: float, now: float) -> None:
         if self.measuring:
             code = _heartbeat_error(frame)
             self.stats.answer("heartbeat", now - due, {error_name(code): 1} if code else None)
         self._next(conn)
 
     def _commit_answer(self, member: Member, offset: int, again: bool):
-        def on_answer(conn: Connection, frame: bytes, due: float, now: float) -> None:
+        def on_answer(conn: LoadConnection, frame: bytes, due: float, now: float) -> None:
             _, answer = decode_response(OFFSET_COMMIT.key, VERSIONS[OFFSET_COMMIT.key], frame)
             errors = Counter(error_name(p.error_code) for t in answer.topics for p in t.partitions if p.error_code)
             if not errors:  # answers on a connection come in order: this offset is the newest
@@ -639,7 +639,7 @@ class Generator:
                                                          "partition_indexes": sorted(groups[group])}]}],
                          "require_stable": True}, 0, on_fetch(group))
 
-        by_group: dict[str, Connection] = {}
+        by_group: dict[str, LoadConnection] = {}
         for conn in self.connections.values():
             for member in conn.members:
                 pending[0] += 1

@@ -1,0 +1,277 @@
+"""The group APIs: membership of classic groups (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup) and of consumer-protocol groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe),
+and their administration (ListGroups, DescribeGroups, DeleteGroups)."""
+
+from __future__ import annotations
+
+from protocol import ErrorCode, messages as m
+from protocol.hot import heartbeat_answer, read_heartbeat
+from protocol.schemas import (CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS,
+                              HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, SYNC_GROUP)
+
+from ..cluster.ownership import Owned
+from ..groups.consumer_group import STATIC_LEAVE_EPOCH, by_topic
+from ..groups.state import GroupState
+from ..security.acls.authorizer import CLUSTER_NAME, Operation, ResourceType
+from ..security.client import Client
+from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error_code
+from ..topics.view import NO_TOPIC_ID
+from .access import MAX_TOPIC_NAME, ApiPart
+
+E = ErrorCode
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's member types (KIP-1099)
+MAX_SUBSCRIBED_TOPICS = 10_000  # names in one consumer-protocol member's subscription
+MAX_TOPIC_REGEX = 4096  # characters of a consumer-protocol member's subscription expression
+
+
+class GroupApi(ApiPart):
+    def handlers(self) -> dict:
+        return {JOIN_GROUP.key: self.join_group, SYNC_GROUP.key: self.sync_group, HEARTBEAT.key: self.heartbeat,
+                LEAVE_GROUP.key: self.leave_group, CONSUMER_GROUP_HEARTBEAT.key: self.consumer_group_heartbeat,
+                CONSUMER_GROUP_DESCRIBE.key: self.consumer_group_describe, LIST_GROUPS.key: self.list_groups,
+                DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups}
+
+    async def join_group(self, header, request, client):
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return m.JoinGroupResponse(error_code=E.GROUP_AUTHORIZATION_FAILED, member_id=request.member_id)
+        route = self.coordinator.route(request.group_id, empty_ok=False)
+        if not isinstance(route, Owned):
+            return m.JoinGroupResponse(error_code=route, member_id=request.member_id)
+        protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
+        if not route.groups.assignable(protocols):
+            return m.JoinGroupResponse(error_code=E.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id)
+        rebalance_timeout = request.rebalance_timeout_ms if header.api_version >= 1 else request.session_timeout_ms
+        reply = await route.groups.join(
+            request.group_id, member_id=request.member_id, instance_id=request.group_instance_id,
+            client_id=header.client_id or "", client_host=client.host,
+            session_timeout=request.session_timeout_ms / 1000, rebalance_timeout=rebalance_timeout / 1000,
+            protocol_type=request.protocol_type, protocols=protocols,
+            require_known_member_id=header.api_version >= 4, reason=request.reason)
+        return m.JoinGroupResponse(
+            error_code=reply.error, generation_id=reply.generation, protocol_type=reply.protocol_type,
+            protocol_name=reply.protocol_name if header.api_version >= 7 else (reply.protocol_name or ""),
+            leader=reply.leader, member_id=reply.member_id,
+            members=[m.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
+                     for mid, iid, meta in reply.members])
+
+    async def sync_group(self, header, request, client):
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return m.SyncGroupResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)
+        route = self.coordinator.route(request.group_id, empty_ok=False)
+        if not isinstance(route, Owned):
+            return m.SyncGroupResponse(error_code=route)
+        reply = await route.groups.sync(
+            request.group_id, request.member_id, generation=request.generation_id,
+            instance_id=request.group_instance_id, protocol_type=request.protocol_type,
+            protocol_name=request.protocol_name,
+            assignments={a.member_id: bytes(a.assignment) for a in request.assignments})
+        return m.SyncGroupResponse(error_code=reply.error, protocol_type=reply.protocol_type,
+                                   protocol_name=reply.protocol_name, assignment=reply.assignment)
+
+    def stable_heartbeat(self, frame: bytes, now: float, client: Client) -> bytes | None:
+        """The answer (a whole frame) to the heartbeat in `frame` if it is the usual one, a
+        Stable dynamic member's of a group served here that the ACLs let the client read,
+        read and answered without message objects; None for any other case, which
+        `heartbeat` then answers."""
+        read = read_heartbeat(frame)
+        if read is None:
+            return None
+        version, correlation_id, group_id, generation, member_id = read
+        if self.acls is not None and not self.acls.authorizer.allows(client.principal, client.host, Operation.READ,
+                                                                      ResourceType.GROUP, group_id):
+            return None
+        route = self.coordinator.route(group_id, empty_ok=False, now=now)
+        if type(route) is not Owned or not route.groups.keep_alive(group_id, member_id, generation, now):
+            return None
+        return heartbeat_answer(version, correlation_id)
+
+    def heartbeat(self, header, request, client):
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return m.HeartbeatResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)
+        route = self.coordinator.route(request.group_id, empty_ok=False)
+        if not isinstance(route, Owned):
+            return m.HeartbeatResponse(error_code=route)
+        return m.HeartbeatResponse(error_code=route.groups.heartbeat(
+            request.group_id, request.member_id, request.generation_id, request.group_instance_id))
+
+    def leave_group(self, header, request, client):
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return m.LeaveGroupResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)
+        route = self.coordinator.route(request.group_id, empty_ok=False)
+        leaving = ([(request.member_id, None)] if header.api_version < 3 else
+                   [(x.member_id, x.group_instance_id) for x in request.members])
+        if not isinstance(route, Owned):
+            return m.LeaveGroupResponse(error_code=route)
+        errors = route.groups.leave(request.group_id, leaving)
+        if header.api_version < 3:
+            return m.LeaveGroupResponse(error_code=errors[0])
+        return m.LeaveGroupResponse(error_code=E.NONE, members=[
+            m.MemberResponse(member_id=mid, group_instance_id=iid, error_code=error)
+            for (mid, iid), error in zip(leaving, errors)])
+
+    # -- consumer-protocol groups (KIP-848) ---------------------------------------------
+
+    async def consumer_group_heartbeat(self, header, request, client):
+        def refused(error: ErrorCode, message: str | None = None):
+            return m.ConsumerGroupHeartbeatResponse(error_code=error, error_message=message or error.name,
+                                                    member_id=request.member_id or None,
+                                                    member_epoch=request.member_epoch)
+
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return refused(E.GROUP_AUTHORIZATION_FAILED)
+        invalid = _invalid_heartbeat(request, header.api_version, self.coordinator.group_config.max_group_id_length)
+        if invalid is not None:
+            return refused(E.INVALID_REQUEST, invalid)
+        route = self.coordinator.route(request.group_id, empty_ok=False)
+        if not isinstance(route, Owned):
+            return refused(route)
+        names = self.topics.names_by_id
+        owned = None if request.topic_partitions is None else [
+            (names[t.topic_id], p) for t in request.topic_partitions if t.topic_id in names for p in t.partitions]
+        reply = await route.groups.consumer_heartbeat(
+            request.group_id, member_id=request.member_id, epoch=request.member_epoch, owned=owned,
+            instance_id=request.instance_id, rack_id=request.rack_id,
+            rebalance_timeout_ms=request.rebalance_timeout_ms, subscribed=request.subscribed_topic_names,
+            regex=request.subscribed_topic_regex, assignor=request.server_assignor,
+            client_id=header.client_id or "", client_host=client.host)
+        if reply.error != E.NONE:
+            return refused(reply.error)
+        assignment = None
+        if reply.assignment is not None:
+            ids = self.topics.topic_ids  # a topic without an id cannot be named to these clients
+            assignment = m.ConsumerGroupHeartbeatAssignment(topic_partitions=[
+                m.ConsumerGroupHeartbeatTopicPartitions(topic_id=ids[topic], partitions=partitions)
+                for topic, partitions in by_topic(reply.assignment).items()
+                if ids.get(topic, NO_TOPIC_ID) != NO_TOPIC_ID])
+        return m.ConsumerGroupHeartbeatResponse(
+            error_code=E.NONE, member_id=reply.member_id, member_epoch=reply.epoch,
+            heartbeat_interval_ms=int(reply.heartbeat_interval * 1000), assignment=assignment)
+
+    def consumer_group_describe(self, header, request, client):
+        described = []
+        for group_id in request.group_ids:
+            route = (self.coordinator.route(group_id) if self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP,
+                                                                      group_id) else E.GROUP_AUTHORIZATION_FAILED)
+            if not isinstance(route, Owned):
+                described.append(m.DescribedConsumerGroup(error_code=route, error_message=route.name,
+                                                          group_id=group_id))
+                continue
+            group = route.groups.consumer_groups.get(group_id)
+            if group is None:
+                message = (f"Group {group_id} is not a consumer group." if route.groups.group(group_id) is not None
+                           else f"Group {group_id} not found.")
+                described.append(m.DescribedConsumerGroup(error_code=E.GROUP_ID_NOT_FOUND, error_message=message,
+                                                          group_id=group_id))
+                continue
+            described.append(m.DescribedConsumerGroup(
+                error_code=E.NONE, group_id=group_id, group_state=group.state.value, group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=group.assignor or group.config.default_assignor,
+                members=[m.ConsumerGroupMember(
+                    member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id, member_epoch=x.epoch,
+                    client_id=x.client_id, client_host=x.client_host, subscribed_topic_names=list(x.subscribed),
+                    subscribed_topic_regex=x.regex, assignment=self._described(x.assigned),
+                    target_assignment=self._described(group.target.get(x.member_id, frozenset())),
+                    member_type=CLASSIC_MEMBER if x.classic is not None else CONSUMER_MEMBER)
+                    for x in group.members.values()]))
+        return m.ConsumerGroupDescribeResponse(groups=described)
+
+    def _described(self, partitions) -> m.ConsumerGroupDescribeAssignment:
+        ids = self.topics.topic_ids
+        return m.ConsumerGroupDescribeAssignment(topic_partitions=[
+            m.ConsumerGroupDescribeTopicPartitions(topic_id=ids.get(topic, NO_TOPIC_ID), topic_name=topic,
+                                                   partitions=ps)
+            for topic, ps in by_topic(partitions).items()])
+
+    def list_groups(self, header, request, client):
+        """Every group served here (v4+: of the states asked for; v5+: of the types asked
+        for, classic or consumer, and with its type)."""
+        wanted = {s.lower() for s in request.states_filter}
+        types = {t.lower() for t in request.types_filter}
+        every = self.allowed(client, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+        groups = [m.ListedGroup(group_id=gid, protocol_type=protocol_type, group_state=state, group_type=kind)
+                  for gid, protocol_type, state, _, kind in sorted(self.coordinator.all_groups())
+                  if (not wanted or state.lower() in wanted) and (not types or kind in types)
+                  and (every or self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, gid))]
+        return m.ListGroupsResponse(error_code=E.NONE, groups=groups)
+
+    def describe_groups(self, header, request, client):
+        described = []
+        for group_id in request.groups:
+            route = (self.coordinator.route(group_id) if self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP,
+                                                                      group_id) else E.GROUP_AUTHORIZATION_FAILED)
+            if not isinstance(route, Owned):
+                described.append(m.DescribedGroup(error_code=route, group_id=group_id))
+                continue
+            group = route.groups.group(group_id)
+            if group is None:  # offsets only: Empty; nothing at all, or a consumer group: Dead, as Kafka answers
+                consumer = group_id in route.groups.consumer_groups
+                state = GroupState.EMPTY if group_id in route.store.durable and not consumer else GroupState.DEAD
+                described.append(m.DescribedGroup(error_code=E.NONE, group_id=group_id, group_state=state.value))
+                continue
+            stable = group.state == GroupState.STABLE
+            described.append(m.DescribedGroup(
+                error_code=E.NONE, group_id=group_id, group_state=group.state.value,
+                protocol_type=group.protocol_type or "", protocol_data=group.protocol_name or "",
+                members=[m.DescribedGroupMember(
+                    member_id=x.member_id, group_instance_id=x.instance_id, client_id=x.client_id,
+                    client_host=x.client_host, member_metadata=x.metadata(group.protocol_name),
+                    member_assignment=x.assignment if stable else b"")
+                    for x in group.members.values()]))
+        return m.DescribeGroupsResponse(groups=described)
+
+    async def delete_groups(self, header, request, client):
+        results = []
+        for group_id in request.groups_names:
+            error = (await self._delete(group_id) if self.allowed(client, Operation.DELETE, ResourceType.GROUP, group_id)
+                     else E.GROUP_AUTHORIZATION_FAILED)
+            results.append(m.DeletableGroupResult(group_id=group_id, error_code=error))
+        return m.DeleteGroupsResponse(results=results)
+
+    async def _delete(self, group_id: str) -> ErrorCode:
+        route = self.coordinator.route(group_id)
+        if not isinstance(route, Owned):
+            return route
+        group = route.groups.group(group_id) or route.groups.consumer_groups.get(group_id)
+        if group is not None and group.members:
+            return E.NON_EMPTY_GROUP
+        if group is None and group_id not in route.store.durable and group_id not in route.store.groups:
+            return E.GROUP_ID_NOT_FOUND
+        try:
+            await route.store.delete_group(group_id)
+        except STORE_FAILURES as exc:
+            return store_error_code(exc)
+        route.groups.drop(group_id)
+        return E.NONE
+
+
+def _invalid_heartbeat(request, version: int, max_id: int) -> str | None:
+    """What Kafka refuses INVALID_REQUEST in a ConsumerGroupHeartbeat before looking at
+    the group, or None. From v1 the member makes up its own id, even to join. Beyond Kafka,
+    what the group would keep is bounded: ids as group ids are, topic names as Kafka's, the
+    subscription's size."""
+    epoch = request.member_epoch
+    if any(len(x or "") > max_id for x in (request.member_id, request.instance_id, request.rack_id)):
+        return f"MemberId, InstanceId and RackId can't be longer than {max_id} characters."
+    names = request.subscribed_topic_names or ()
+    if len(names) > MAX_SUBSCRIBED_TOPICS or any(len(name) > MAX_TOPIC_NAME for name in names):
+        return f"At most {MAX_SUBSCRIBED_TOPICS} subscribed topics, of at most {MAX_TOPIC_NAME} characters."
+    if len(request.subscribed_topic_regex or "") > MAX_TOPIC_REGEX:
+        return f"SubscribedTopicRegex can't be longer than {MAX_TOPIC_REGEX} characters."
+    if not request.member_id and (epoch != 0 or version >= 1):
+        return "MemberId can't be empty."
+    if request.instance_id == "":
+        return "InstanceId can't be empty."
+    if request.rack_id == "":
+        return "RackId can't be empty."
+    if epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
+        return "InstanceId can't be null."
+    if epoch == 0 and request.rebalance_timeout_ms == -1:
+        return "RebalanceTimeoutMs must be provided in first request."
+    if epoch == 0 and request.topic_partitions:
+        return "TopicPartitions must be empty when (re-)joining."
+    if epoch == 0 and request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+        return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+    if epoch < STATIC_LEAVE_EPOCH:
+        return "MemberEpoch is invalid."
+    return None

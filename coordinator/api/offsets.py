@@ -1,0 +1,143 @@
+"""The offset APIs: OffsetCommit, answered once ZooKeeper confirms its write, and
+OffsetFetch."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+from protocol import ErrorCode, messages as m
+from protocol.schemas import OFFSET_COMMIT, OFFSET_FETCH
+
+from .. import metrics
+from ..cluster.ownership import Owned
+from ..security.acls.authorizer import Operation, ResourceType
+from ..security.client import Client
+from ..serving.pending import Pending
+from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error_code
+from .access import MAX_TOPIC_NAME, ApiPart
+
+E = ErrorCode
+MAX_OFFSET_METADATA = 4096  # characters: Kafka's offset.metadata.max.bytes
+
+
+class OffsetApi(ApiPart):
+    def handlers(self) -> dict:
+        return {OFFSET_COMMIT.key: self.offset_commit, OFFSET_FETCH.key: self.offset_fetch}
+
+    def offset_commit(self, header, request, client):
+        def answer(error_of):
+            return m.OffsetCommitResponse(topics=[m.OffsetCommitResponseTopic(name=t.name, partitions=[
+                m.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                error_code=error_of(t.name, p.partition_index))
+                for p in t.partitions]) for t in request.topics])
+
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return answer(lambda topic, p: E.GROUP_AUTHORIZATION_FAILED)
+        route = self.coordinator.route(request.group_id)
+        if not isinstance(route, Owned):
+            return answer(lambda topic, p: route)
+        if sum(len(t.partitions) for t in request.topics) > self.coordinator.group_config.max_commit_partitions:
+            return answer(lambda topic, p: E.INVALID_COMMIT_OFFSET_SIZE)
+        error = route.groups.commit_check(request.group_id, request.member_id,
+                                          request.generation_id_or_member_epoch, request.group_instance_id,
+                                          member_epochs=header.api_version >= 9)
+        if error != E.NONE:
+            return answer(lambda topic, p: error)
+        refused = {(t.name, p.partition_index): E.INVALID_TOPIC_EXCEPTION if len(t.name) > MAX_TOPIC_NAME
+                   else E.OFFSET_METADATA_TOO_LARGE
+                   for t in request.topics for p in t.partitions
+                   if len(t.name) > MAX_TOPIC_NAME or (p.committed_metadata is not None
+                                                       and len(p.committed_metadata) > MAX_OFFSET_METADATA)}
+        if self.acls is not None:
+            for t in request.topics:
+                if not self.allowed(client, Operation.READ, ResourceType.TOPIC, t.name):
+                    refused.update(dict.fromkeys(((t.name, p.partition_index) for p in t.partitions),
+                                                 E.TOPIC_AUTHORIZATION_FAILED))
+        now_ms = int(time.time() * 1000)
+        entries = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch,
+                                                 p.committed_metadata, now_ms)
+                   for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in refused}
+        if not entries:
+            return answer(lambda topic, p: refused.get((topic, p), E.NONE))
+        pending, started = Pending(), time.perf_counter()
+
+        def done(error: Exception | None) -> None:
+            pending.resolve(partial(self._committed, request, entries, refused, answer, started, error))
+        try:
+            route.store.submit(request.group_id, entries, done)
+        except STORE_FAILURES as exc:
+            code = store_error_code(exc)
+            return answer(lambda topic, p: code)
+        return pending
+
+    def _committed(self, request, entries, refused, answer, started: float, error: Exception | None):
+        """The second half of a commit: its answer once it is durable, or has failed."""
+        if error is not None:
+            code = store_error_code(error)
+            return answer(lambda topic, p: code)
+        metrics.OFFSET_COMMITS.inc()
+        metrics.OFFSET_COMMIT_PARTITIONS.inc(len(entries))
+        metrics.OFFSET_COMMIT_SECONDS.observe(time.perf_counter() - started)
+        self.coordinator.events.emit(
+            "offsets_committed", request.group_id, generation=request.generation_id_or_member_epoch,
+            member=request.member_id or None,
+            offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), (o, *_) in entries.items()])
+        return answer(lambda topic, p: refused.get((topic, p), E.NONE))
+
+    async def offset_fetch(self, header, request, client):
+        if header.api_version >= 8:
+            groups = [await self._fetch_group(g.group_id, None if g.topics is None else
+                                              [(t.name, t.partition_indexes) for t in g.topics], client,
+                                              g.member_id, g.member_epoch)
+                      for g in request.groups]
+            return m.OffsetFetchResponse(groups=[
+                m.OffsetFetchResponseGroup(group_id=gid, error_code=error, topics=[
+                    m.OffsetFetchResponseTopics(name=name, partitions=[
+                        m.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
+                                                        committed_leader_epoch=e, metadata=md, error_code=pe)
+                        for p, o, e, md, pe in parts]) for name, parts in topics])
+                for gid, error, topics in groups])
+        topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
+        _, error, result = await self._fetch_group(request.group_id, topics, client)
+        return m.OffsetFetchResponse(error_code=error, topics=[
+            m.OffsetFetchResponseTopic(name=name, partitions=[
+                m.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                                               metadata=md, error_code=pe if header.api_version >= 2 or error == E.NONE else error)
+                for p, o, e, md, pe in parts]) for name, parts in result])
+
+    async def _fetch_group(self, group_id: str, topics, client: Client, member_id: str | None = None,
+                           member_epoch: int = -1):
+        """(group, error, [(topic, [(partition, offset, epoch, metadata, error)])]): of the
+        topics the client may describe; those named that it may not, TOPIC_AUTHORIZATION_FAILED.
+        A consumer group's member (v9+) is answered only at its current epoch."""
+        route = (self.coordinator.route(group_id) if self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, group_id)
+                 else E.GROUP_AUTHORIZATION_FAILED)
+        if isinstance(route, Owned) and (refused := route.groups.fetch_check(group_id, member_id, member_epoch)):
+            route = refused
+        if isinstance(route, Owned):
+            try:  # a write of the group's whose outcome is unknown is read back first
+                await route.store.settle(group_id)
+            except STORE_FAILURES as exc:
+                route = store_error_code(exc)
+        if not isinstance(route, Owned):
+            return group_id, route, [(name, [(p, -1, -1, "", route) for p in parts]) for name, parts in topics or []]
+        committed = route.store.durable.get(group_id, {})
+        named = topics is not None
+        if not named:  # all of them: those it may not describe left out
+            topics = [(name, sorted(parts)) for name, parts in sorted(committed.items())
+                      if self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name)]
+        result = []
+        for name, parts in topics:
+            if named and not self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name):
+                result.append((name, [(p, -1, -1, "", E.TOPIC_AUTHORIZATION_FAILED) for p in parts]))
+                continue
+            have = committed.get(name, {})
+            result.append((name, [(p, *(_entry(have[p]) if p in have else (-1, -1, "")), E.NONE)
+                                  for p in parts]))
+        return group_id, E.NONE, result
+
+
+def _entry(entry) -> tuple[int, int, str | None]:
+    offset, epoch, metadata, _ = entry
+    return offset, epoch, metadata

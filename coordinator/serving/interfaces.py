@@ -1,0 +1,68 @@
+"""What the serving layer asks of the layers around it and of itself, declared here so that
+no module imports the one that implements what it uses (kazoo's `interfaces.py` is the
+model): `server.Server` is the `Host` of its `connection.ClientConnection`s, and
+`coordinator.api.router.Api` is the `Api` they all answer with. The connection knows the
+server only as a `Host` (`forget` takes it as a `ClientConnection`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import structlog
+    from protocol import ErrorCode, messages as m
+
+    from ..security.client import Client
+
+Handler = Callable[..., Any]  # (header, request, client) -> response, coroutine or Pending
+
+
+class CloseConnection(Exception):
+    """A request whose only answer is to close its connection (Kafka's, for an error on a
+    produce that asked for no answer)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-server limits; their defaults live in the configuration."""
+    max_request_bytes: int  # socket.request.max.bytes
+    max_connections: int
+    idle_timeout: float  # seconds; connections.max.idle.ms
+    max_connections_per_ip: int = 1000  # max.connections.per.ip
+    request_read_timeout: float = 30.0  # seconds from a request's first byte to its last
+    max_queued_reply_bytes: int = 16 << 20  # answers not yet taken by the client; reading stops above
+    max_in_flight: int = 100  # requests of one connection waiting at once
+
+
+class Api(Protocol):
+    """What answers the requests."""
+
+    def dispatch(self, api_key: int, api_version: int) -> tuple[Handler, bool] | None:
+        """The handler of (api, version) and whether its answer may wait; None: not served."""
+
+    def stable_heartbeat(self, frame: bytes, now: float, client: Client) -> bytes | None:
+        """The whole answer frame to the usual heartbeat in `frame`; None: decode it and dispatch."""
+
+    def api_versions_response(self, error: ErrorCode) -> m.ApiVersionsResponse:
+        """ApiVersions, with `error` (UNSUPPORTED_VERSION for a version we cannot read)."""
+
+
+class Host(Protocol):
+    """What a connection asks of the server that serves it."""
+    api: Api
+    limits: Limits
+    log: structlog.stdlib.BoundLogger
+
+    def handler(self, api_key: int, api_version: int) -> tuple[Handler, bool] | None:
+        """`api.dispatch`, remembered per (api, version)."""
+
+    def start_soon(self, fn: Callable, *args: Any) -> None:
+        """Run `fn(*args)` in a task of the server's, cancelled when the server stops."""
+
+    def watch(self, fd: int, mask: int) -> None:
+        """Wait for `mask`'s events on `fd` from now on."""
+
+    def forget(self, connection: Any) -> None:
+        """`connection` is closing: no more events for it, and it no longer counts."""
