@@ -37,6 +37,9 @@ KEYS: dict[str, tuple[type, Any]] = {
     "zookeeper": (str, ""),
     "brokers": (str, ""),  # HOST:PORT,...: learn topics from the brokers' Metadata; "": Kafka's ZooKeeper layout
     "metadata_max_age_ms": (int, 5000),  # with brokers: how often topics and leaders are asked for again
+    "gateway": (str, ""),  # HOST:PORT,...: the cluster this instance fronts (implies brokers); "": coordinator only
+    "gateway_node_port_offset": (int, 1),  # node N on listener i of n: first listener's port + offset + N*n + i
+    "gateway_max_node_id": (int, 1000),  # a broker node with a higher id gets no port (one log line)
     "embedded_zookeeper_port": (int, 2181),
     "zk_session_timeout": (float, 10.0),
     "zookeeper_digest_file": (str, ""),  # "user:password": authenticate, and protect /groupkeeper
@@ -86,6 +89,8 @@ RANGES: dict[str, tuple[int, int]] = {
     "group_max_offset_metadata_bytes": (4096, 64 * 1024 * 1024),
     "embedded_zookeeper_heap_mb": (64, 65536),
     "metadata_max_age_ms": (100, 3_600_000),
+    "gateway_node_port_offset": (1, 65535),
+    "gateway_max_node_id": (0, 65535),
     "connection_failed_authentication_delay_ms": (0, 60_000),
     "group_consumer_session_timeout_ms": (1_000, 1_800_000),
     "group_consumer_heartbeat_interval_ms": (100, 600_000),

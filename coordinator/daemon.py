@@ -29,6 +29,9 @@ from .security.sasl import MECHANISMS, Authentication, Pacing
 from .security.tls import CLIENT_AUTH, TLSError, listener_context, server_context
 from .security.users import UserStore
 from .serving.metrics_http import serve_metrics
+from .gateway.cluster import GatewayClusterApi
+from .gateway.nodes import Gateway
+from .gateway.ports import PortScheme
 from .serving.interfaces import Limits
 from .serving.server import Security, Server
 from .store import layout, protection
@@ -65,10 +68,16 @@ async def run(config: dict[str, Any]) -> None:
     if config["group_consumer_heartbeat_interval_ms"] >= config["group_consumer_session_timeout_ms"]:
         raise StartupError("group_consumer_heartbeat_interval_ms must be less than "
                            "group_consumer_session_timeout_ms")
+    if config["gateway"] and config["brokers"]:
+        raise StartupError("gateway names the cluster's brokers already: give gateway or brokers, not both")
+    if config["gateway"] and config["acls"]:
+        raise StartupError("acls with gateway: requests relayed to the brokers are not authorized against "
+                           "groupkeeper's ACLs yet, so the two are refused together (docs/security.md)")
+    source = "gateway" if config["gateway"] else "brokers"
     try:
-        bootstrap = parse_addresses(config["brokers"]) if config["brokers"] else None
+        bootstrap = parse_addresses(config[source]) if config[source] else None
     except ValueError as exc:
-        raise StartupError(f"brokers: {exc}") from None
+        raise StartupError(f"{source}: {exc}") from None
     metrics_tls = _metrics_security(config)
     listeners, tls = _listeners(config)
     digest = _zookeeper_digest(config["zookeeper_digest_file"])
@@ -160,6 +169,12 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 raise StartupError(f"listener {listener} binds every address: say in advertised_listeners "
                                    "which one its clients connect to")
             endpoints.append((listener.name, advertised.host, port))
+        scheme = None
+        if config["gateway"]:
+            scheme = PortScheme(listeners[0][0].socket.getsockname()[1], endpoints[0][2], len(kafka_listeners),
+                                config["gateway_node_port_offset"], config["gateway_max_node_id"])
+            if problem := scheme.problem():
+                raise StartupError(f"gateway: {problem}")
     except BaseException:
         for s, _ in listeners:
             s.socket.close()
@@ -209,11 +224,20 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             if config["acls"]:
                 acl_store = AclStore(zk, frozenset(config["super_users"]), config["allow_everyone_if_no_acl_found"])
                 await nursery.start(acl_store.run)
-            server = Server(Api(coordinator, topics, acl_store), Limits(
+            gateway = cluster = None
+            if scheme is not None:
+                taken = {s.socket.getsockname()[1] for s, _ in listeners}
+                if config["metrics_listen"]:
+                    taken.add(_address(config["metrics_listen"])[1])
+                gateway = Gateway(topics, kafka_listeners, scheme, lambda name: cluster.coordinator_nodes(name), taken)
+                cluster = GatewayClusterApi(coordinator, topics, acl_store, gateway)
+            server = Server(Api(coordinator, topics, acl_store, cluster=cluster), Limits(
                 config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000,
                 config["max_connections_per_ip"], config["request_read_timeout_ms"] / 1000,
                 config["max_queued_reply_bytes"]), Security(tls, authentication))
             await nursery.start(server.serve, listeners)
+            if gateway is not None:
+                await nursery.start(gateway.run, server)
             heap = config["embedded_zookeeper_heap_mb"] * 1024 * 1024 if not config["zookeeper"] else None
             nursery.start_soon(_watch_zookeeper_data, hosts, heap, log)
             if config["metrics_listen"]:
@@ -230,7 +254,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             log.info("instance registered", zookeeper=hosts, path=layout.instance_path(config["instance_id"]),
                      session_timeout_s=round(zk.session_timeout, 3))
             log.info("topic source", source="zookeeper" if bootstrap is None else "brokers",
-                     brokers=config["brokers"] or None)
+                     brokers=config["brokers"] or config["gateway"] or None, gateway=bool(config["gateway"]))
             for (listener, _), (name, host, port) in zip(kafka_listeners, endpoints):
                 log.info("listening", listener=name, protocol=listener.protocol, host=listener.host,
                          advertised=f"{host}:{port}")

@@ -202,6 +202,57 @@ REGISTRY.register(REQUEST_STATS)
 observe_request = REQUEST_STATS.observe
 observe_none = REQUEST_STATS.observe_none
 
+GATEWAY_NODE_PORTS = Gauge("groupkeeper_gateway_node_ports",
+                           "Broker nodes reachable through this gateway instance (each on a port per listener).",
+                           registry=REGISTRY)
+GATEWAY_UPSTREAM_FAILURES = Counter(
+    "groupkeeper_gateway_upstream_failures_total",
+    "Connections to brokers that could not be made (unreachable) or that the broker ended (closed), "
+    "by node (any: a listener's own port); each closes its client's connection.", ["node", "reason"],
+    registry=REGISTRY)
+
+
+class GatewayCollector:
+    """Requests and bytes relayed by the gateway, by API and node: plain integers on the
+    data path (as `RequestCollector`), families per scrape."""
+
+    def __init__(self):
+        self.requests: Tally[tuple[int, str]] = Tally()  # (api key, node) -> requests relayed
+        self.sent: Tally[str] = Tally()  # node -> request bytes relayed to it
+        self.received: Tally[str] = Tally()  # node -> answer bytes received from it
+
+    def relayed(self, api_key: int, node: int | None, size: int) -> None:
+        label = "any" if node is None else str(node)
+        self.requests[(api_key, label)] += 1
+        self.sent[label] += size
+
+    def answered(self, node: int | None, size: int) -> None:
+        self.received["any" if node is None else str(node)] += size
+
+    def collect(self):
+        requests = CounterMetricFamily("groupkeeper_gateway_requests",
+                                       "Requests relayed to the brokers, by API and node (any: sent on a "
+                                       "listener's own port, to whichever broker).", labels=["api", "node"])
+        for (key, node), count in sorted(self.requests.items()):
+            api = APIS.get(key)
+            requests.add_metric([api.name if api is not None else str(key), node], count)
+        moved = CounterMetricFamily("groupkeeper_gateway_bytes",
+                                    "Bytes relayed, by direction (to_broker, from_broker) and node.",
+                                    labels=["direction", "node"])
+        for direction, tally in (("to_broker", self.sent), ("from_broker", self.received)):
+            for node, count in sorted(tally.items()):
+                moved.add_metric([direction, node], count)
+        return [requests, moved]
+
+    def describe(self):
+        return []
+
+
+GATEWAY_STATS = GatewayCollector()
+REGISTRY.register(GATEWAY_STATS)
+gateway_relayed = GATEWAY_STATS.relayed
+gateway_received = GATEWAY_STATS.answered
+
 
 def _error_finder(struct: Struct) -> Callable[[Any], int] | None:
     """A function returning the first non-zero `error_code` of a message of `struct`, looking

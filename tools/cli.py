@@ -77,6 +77,10 @@ def _comma_list(ctx, param, value: str | None) -> list[str] | None:
 @click.option("--brokers", metavar="HOST:PORT[,...]",
               help="Learn topics and leaders from these Kafka brokers (KRaft Kafka, Redpanda); "
                    "absent: from Kafka's ZooKeeper layout.")
+@click.option("--gateway", metavar="HOST:PORT[,...]",
+              help="Front this Kafka cluster (its bootstrap brokers): clients bootstrap from --listeners, "
+                   "each broker is reached through a port of this instance, and every consumer group is "
+                   "coordinated here. Implies --brokers.")
 @click.option("--embedded-zookeeper-port", type=click.IntRange(1, 65535))
 @click.option("--zk-session-timeout", type=click.FloatRange(1, 600), help="Seconds.")
 @click.option("--data-dir", type=click.Path(file_okay=False))

@@ -12,7 +12,7 @@ from ..cluster.membership import Instance
 from ..cluster.node_ids import node_id
 from ..security.acls.authorizer import Operation, ResourceType
 from ..security.client import Client
-from ..serving.interfaces import CloseConnection
+from ..serving.interfaces import CloseConnection, Route
 from ..topics.view import NO_TOPIC_ID
 from .access import ApiPart
 from .versions import LEADER_ONLY, SUPPORTED
@@ -27,12 +27,26 @@ class ClusterApi(ApiPart):
     def __init__(self, coordinator, topics, acls=None):
         super().__init__(coordinator, topics, acls)
         self._api_versions: dict[ErrorCode, tuple[dict, m.ApiVersionsResponse]] = {}  # error -> (brokers' ranges, answer)
+        self._handlers = self.handlers()
 
     def handlers(self) -> dict:
         return {API_VERSIONS.key: self.api_versions, METADATA.key: self.metadata,
                 FIND_COORDINATOR.key: self.find_coordinator,
                 SASL_HANDSHAKE.key: self.sasl_again, SASL_AUTHENTICATE.key: self.sasl_again,
                 **dict.fromkeys(LEADER_ONLY, self.not_leader)}
+
+    def route(self, api_key: int, api_version: int) -> Route | None:
+        """How (api, version) is answered, if it is one of this part's; None: not served. A
+        leader-only API is answered in every version we can read, advertised or not (the
+        cluster's ranges may change)."""
+        handler = self._handlers.get(api_key)
+        if handler is None:
+            return None
+        lo, hi = SUPPORTED.get(api_key, (0, -1))
+        if api_key in LEADER_ONLY:
+            versions = APIS[api_key].versions
+            lo, hi = versions.low, versions.high
+        return (handler, False, False) if lo <= api_version <= hi else None
 
     def api_versions_response(self, error: ErrorCode = E.NONE) -> m.ApiVersionsResponse:
         """What we serve, and the leader-only APIs in the versions the cluster's brokers and
@@ -42,17 +56,20 @@ class ClusterApi(ApiPart):
         cached = self._api_versions.get(error)
         if cached is not None and cached[0] is brokers:
             return cached[1]
+        response = m.ApiVersionsResponse(error_code=error, api_keys=[
+            m.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(self.advertised(brokers).items())])
+        self._api_versions[error] = (brokers, response)
+        return response
+
+    def advertised(self, brokers: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+        """api key -> (lowest, highest) version advertised, given the brokers' ranges."""
         advertised = dict(SUPPORTED)
         cluster = brokers or LEADER_ONLY
         for key in LEADER_ONLY:
-            theirs, ours = cluster.get(key, (0, -1)), APIS[key].versions
-            lo, hi = max(theirs[0], ours.low), min(theirs[1], ours.high)
-            if lo <= hi:
-                advertised[key] = (lo, hi)
-        response = m.ApiVersionsResponse(error_code=error, api_keys=[
-            m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(advertised.items())])
-        self._api_versions[error] = (brokers, response)
-        return response
+            if (both := within(cluster.get(key, (0, -1)), key)) is not None:
+                advertised[key] = both
+        return advertised
 
     def api_versions(self, header, request, client):
         return self.api_versions_response()
@@ -95,11 +112,9 @@ class ClusterApi(ApiPart):
         live = self.topics.brokers
         brokers = [m.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
                    for _, b in sorted(live.items())]
-        membership = self.coordinator.membership
-        instances = {membership.me.id: membership.me, **membership.live}  # itself, even unregistered
-        for _, instance in sorted(instances.items()):
-            if address := instance.address(client.listener.name):  # as reached through the client's listener
-                brokers.append(m.MetadataResponseBroker(node_id=node_id(instance), host=address[0], port=address[1]))
+        instances = self.instances()
+        brokers += [m.MetadataResponseBroker(node_id=node, host=host, port=port)
+                    for node, host, port in self.coordinator_nodes(client.listener.name, instances)]
         known, ids = self.topics.partitions, self.topics.topic_ids
         everything = request.topics is None or (header.api_version == 0 and not request.topics)
         if everything:  # only the topics the client may describe
@@ -130,6 +145,19 @@ class ClusterApi(ApiPart):
         return m.MetadataResponse(brokers=brokers, cluster_id=self.topics.cluster_id or CLUSTER_ID,
                                   controller_id=node_id(instances[min(instances)]) if controller is None else controller,
                                   topics=topics)
+
+    def instances(self) -> dict[int, Instance]:
+        """The live coordinator instances, this one among them even while unregistered."""
+        membership = self.coordinator.membership
+        return {membership.me.id: membership.me, **membership.live}
+
+    def coordinator_nodes(self, listener: str, instances: dict[int, Instance] | None = None
+                          ) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of every live instance as reached through `listener` (a
+        name): the nodes a Metadata answer lists beside the brokers, so that a client may
+        bootstrap from any of them and never drops its coordinator."""
+        return [(node_id(instance), *address) for _, instance in sorted((instances or self.instances()).items())
+                if (address := instance.address(listener))]
 
     def _partition(self, topic: str, p: int, live) -> m.MetadataResponsePartition:
         state = self.topics.states.get((topic, p))
@@ -176,3 +204,11 @@ class ClusterApi(ApiPart):
         if address is None:  # that instance has no such listener (being reconfigured): ask again later
             return E.COORDINATOR_NOT_AVAILABLE
         return found, address
+
+
+def within(theirs: tuple[int, int], api_key: int, highest: int | None = None) -> tuple[int, int] | None:
+    """The versions of `theirs` that our codec declares for `api_key` (and at most
+    `highest`), or None if there are none."""
+    ours = APIS[api_key].versions
+    lo, hi = max(theirs[0], ours.low), min(theirs[1], ours.high, ours.high if highest is None else highest)
+    return (lo, hi) if lo <= hi else None

@@ -14,41 +14,37 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from protocol import ErrorCode, messages as m
-from protocol.schemas import APIS
 
 from ..cluster.ownership import Coordinator
 from ..security.client import Client
+from ..serving.interfaces import Route
 from ..topics.view import TopicView
 from .access import ApiPart
 from .cluster import ClusterApi
 from .groups import GroupApi
 from .offsets import OffsetApi
-from .versions import LEADER_ONLY, SUPPORTED, WAITS
+from .versions import SUPPORTED, WAITS
 
 
 class Api:
-    def __init__(self, coordinator: Coordinator, topics: TopicView, acls=None, *,
-                 cluster: type[ApiPart] = ClusterApi):
+    def __init__(self, coordinator: Coordinator, topics: TopicView, acls=None, *, cluster: ApiPart | None = None):
         """`cluster`: the part that gives the cluster's answers (ApiVersions, Metadata,
-        FindCoordinator, the leaders' APIs); the group and offset APIs are always ours."""
-        self.cluster = cluster(coordinator, topics, acls)
+        FindCoordinator, the leaders' APIs; `ClusterApi` unless the gateway gives its own);
+        the group and offset APIs are always ours."""
+        self.cluster = cluster or ClusterApi(coordinator, topics, acls)
         self.groups = GroupApi(coordinator, topics, acls)
         self.offsets = OffsetApi(coordinator, topics, acls)
-        self._table: dict[int, Callable] = {
-            **self.cluster.handlers(), **self.groups.handlers(), **self.offsets.handlers()}
+        self._ours: dict[int, Callable] = {**self.groups.handlers(), **self.offsets.handlers()}
 
-    def dispatch(self, api_key: int, api_version: int) -> tuple[Callable, bool] | None:
-        """The handler of (api, version) and whether its answer may wait (a coroutine or a
-        `Pending`, counted against the connection's requests in flight); None
-        for what is not served: refused, not guessed at. A leader-only API is answered in
-        every version we can read, advertised or not (the cluster's ranges may change)."""
-        lo, hi = SUPPORTED.get(api_key, (0, -1))
-        if api_key in LEADER_ONLY:
-            versions = APIS[api_key].versions
-            lo, hi = versions.low, versions.high
-        if not lo <= api_version <= hi:
-            return None
-        return self._table[api_key], api_key in WAITS
+    def dispatch(self, api_key: int, api_version: int) -> Route | None:
+        """How (api, version) is answered: the handler, whether its answer may wait (a
+        coroutine or a `Pending`, counted against the connection's requests in flight),
+        whether it relays; None for what is not served: refused, not guessed at."""
+        handler = self._ours.get(api_key)
+        if handler is None:
+            return self.cluster.route(api_key, api_version)
+        lo, hi = SUPPORTED[api_key]
+        return (handler, api_key in WAITS, False) if lo <= api_version <= hi else None
 
     def stable_heartbeat(self, frame: bytes, now: float, client: Client) -> bytes | None:
         return self.groups.stable_heartbeat(frame, now, client)

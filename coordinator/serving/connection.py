@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import socket
 import ssl
+import struct
 import time
 from collections import deque
 from functools import partial
@@ -36,17 +37,18 @@ if TYPE_CHECKING:
     from ..security.client import Client
     from ..security.sasl import SaslGate
     from ..security.tls import TLSSocket, TlsGate
-    from .interfaces import Host
+    from .interfaces import Host, Upstream
 
 READ_SIZE = 65536  # bytes asked of the kernel per read
 _HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
+_KEY_VERSION = struct.Struct(">hh")  # how every request's frame begins: api key, api version
 _PEER_CLOSED = ("closed by peer", "peer went away")
 
 
 class ClientConnection:
     """A Kafka client's connection to this server, as the server sees it."""
     __slots__ = ("backlog", "bytes", "client", "closed", "fd", "gate", "held", "host", "in_flight", "log", "mask",
-                 "out", "reader", "reading_timeout", "replies", "sock", "started", "until", "waiting")
+                 "out", "reader", "reading_timeout", "replies", "sock", "started", "until", "upstream", "waiting")
 
     def __init__(self, host: Host, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
                  gate: SaslGate | TlsGate | None):
@@ -68,6 +70,7 @@ class ClientConnection:
         self.started: float | None = None  # when the first byte of the request now arriving came
         self.until = math.inf  # when the wait for the next bytes runs out; inf: not waiting (paused)
         self.reading_timeout = False  # whether `until` is the request read timeout (else the idle one)
+        self.upstream: Upstream | None = None  # where its relayed requests go (the gateway's), closed with it
         self.closed = False
 
     def arm(self, now: float) -> None:
@@ -129,12 +132,19 @@ class ClientConnection:
                     metrics.observe_none(HEARTBEAT.key, time.perf_counter() - handling)
                     continue
             try:
+                handler = handler_of(*_KEY_VERSION.unpack_from(frame))
+            except struct.error:
+                return self.close("undecodable request: shorter than a request header")
+            if handler is not None and handler[2]:  # relayed: the frame passes as bytes
+                if not self._relay(handler[0], frame):
+                    return self._pause(frames[i:]) if not self.closed else None
+                continue
+            try:
                 header, request = decode_request(frame)
             except UnsupportedVersion as exc:
                 header, request = exc.header, None
             except ProtocolError as exc:
                 return self.close(f"undecodable request: {exc}")
-            handler = handler_of(header.api_key, header.api_version)
             if request is None or handler is None:
                 if header.api_key != API_VERSIONS.key:  # Kafka closes; only ApiVersions answers
                     return self.close(f"unsupported request: API {header.api_key} v{header.api_version}")
@@ -142,7 +152,7 @@ class ClientConnection:
                                                         header.client_id),
                                           api.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)))
                 continue
-            answer, waits = handler
+            answer, waits, _ = handler
             # a client that does not take its answers gets no more of them computed, nor is
             # read; nor is one with too many requests waiting
             if self.bytes > limits.max_queued_reply_bytes:
@@ -176,6 +186,33 @@ class ClientConnection:
                 return self.fail(header.api_key, exc)
         self.flush()  # every answer of this read that is ready, in one send
 
+    def _relay(self, relay, frame: bytes) -> bool:
+        """Hand `frame` to `relay(self, frame)`, which answers with a `Pending` whose answer is
+        the whole response frame, or None for a request that has no answer (a Produce with
+        acks=0); False if the connection must wait first (its limits, as for any request
+        that waits) or closed."""
+        limits = self.host.limits
+        if self.bytes > limits.max_queued_reply_bytes:
+            self.flush()
+        if (self.bytes > limits.max_queued_reply_bytes or self.in_flight >= limits.max_in_flight
+                or (self.upstream is not None and self.upstream.busy)):
+            return False
+        handling = time.perf_counter()
+        try:
+            answer = relay(self, frame)
+        except CloseConnection as exc:
+            self.close(str(exc))
+            return False
+        except Exception as exc:  # a bug: close this connection, keep serving the others
+            self.fail(_KEY_VERSION.unpack_from(frame)[0], exc)
+            return False
+        if answer is not None:
+            reply = _Reply(None)
+            self.replies.append(reply)
+            self.in_flight += 1
+            answer.on_resolved(partial(self._resolved, reply, handling))
+        return True
+
     async def _finish(self, reply: _Reply, answering: CoroutineType, started: float) -> None:
         if self.closed:
             answering.close()
@@ -197,10 +234,10 @@ class ClientConnection:
         self.in_flight -= 1
         if self.closed:
             return
-        try:
-            frame = _encoded(reply.header, answer(), started)
+        try:  # a relayed request's answer is its frame already
+            frame = answer() if reply.header is None else _encoded(reply.header, answer(), started)
         except Exception as exc:  # a bug: close this connection, keep serving the others
-            return self.fail(reply.header.api_key, exc)
+            return self.fail(-1 if reply.header is None else reply.header.api_key, exc)
         self._ready(reply, frame)
 
     def _ready(self, reply: _Reply, frame: bytes) -> None:
@@ -238,6 +275,11 @@ class ClientConnection:
         if not self.closed and not self.backlog:
             self._watch()
             self.arm(now)
+
+    def go_on(self) -> None:
+        """Handle the frames it paused at, if it can now (its upstream took its requests)."""
+        if self.backlog and not self.closed:
+            self._go_on()
 
     def flush(self) -> None:
         """Send every answer ready at the head of the line, without blocking."""
@@ -280,6 +322,8 @@ class ClientConnection:
         if self.out:
             return
         self._watch()
+        if self.upstream is not None:
+            self.upstream.drained()
         self.flush()  # answers made ready while the socket was full
         if self.backlog and not self.closed:
             self._go_on()
@@ -304,6 +348,8 @@ class ClientConnection:
         for scope in self.waiting:
             scope.cancel()
         self.sock.close()
+        if self.upstream is not None:
+            self.upstream.close("client went away")
         if reason not in _PEER_CLOSED:
             metrics.CONNECTIONS_CLOSED.labels(reason.split(":")[0]).inc()
         self.log.info("connection closed", reason=reason)

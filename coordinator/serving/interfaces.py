@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from ..security.client import Client
 
 Handler = Callable[..., Any]  # (header, request, client) -> response, coroutine or Pending
+# (handler, whether its answer may wait, whether it relays): a relaying handler takes
+# (connection, frame) and answers with a Pending of the response frame, or None for no answer
+Route = tuple[Handler, bool, bool]
 
 
 class CloseConnection(Exception):
@@ -39,8 +42,8 @@ class Limits:
 class Api(Protocol):
     """What answers the requests."""
 
-    def dispatch(self, api_key: int, api_version: int) -> tuple[Handler, bool] | None:
-        """The handler of (api, version) and whether its answer may wait; None: not served."""
+    def dispatch(self, api_key: int, api_version: int) -> Route | None:
+        """How (api, version) is answered; None: not served (the connection closes)."""
 
     def stable_heartbeat(self, frame: bytes, now: float, client: Client) -> bytes | None:
         """The whole answer frame to the usual heartbeat in `frame`; None: decode it and dispatch."""
@@ -55,14 +58,35 @@ class Host(Protocol):
     limits: Limits
     log: structlog.stdlib.BoundLogger
 
-    def handler(self, api_key: int, api_version: int) -> tuple[Handler, bool] | None:
+    def handler(self, api_key: int, api_version: int) -> Route | None:
         """`api.dispatch`, remembered per (api, version)."""
 
     def start_soon(self, fn: Callable, *args: Any) -> None:
         """Run `fn(*args)` in a task of the server's, cancelled when the server stops."""
+
+    def attach(self, peer: Any, mask: int) -> None:
+        """Serve `peer` (a socket of ours that is not a client's: `readable`, `writable`,
+        `close`, `fd`, `mask`, `closed`) in the poll loop, for `mask`'s events."""
+
+    def detach(self, peer: Any) -> None:
+        """`peer` is closing: no more events for it."""
 
     def watch(self, fd: int, mask: int) -> None:
         """Wait for `mask`'s events on `fd` from now on."""
 
     def forget(self, connection: Any) -> None:
         """`connection` is closing: no more events for it, and it no longer counts."""
+
+
+class Upstream(Protocol):
+    """What relays a connection's requests elsewhere (the gateway's link to a broker),
+    closed when its connection closes."""
+
+    @property
+    def busy(self) -> bool:
+        """It holds too much not yet sent on: read no more requests of its connection."""
+
+    def drained(self) -> None:
+        """Its connection's client took its answers: go on with the upstream's."""
+
+    def close(self, reason: str) -> None: ...

@@ -27,7 +27,7 @@ from ..security.client import Client
 from ..security.sasl import Authentication, SaslGate
 from ..security.tls import TlsGate, TLSSocket
 from .connection import ClientConnection
-from .interfaces import Api, Handler, Limits
+from .interfaces import Api, Limits, Route
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,12 @@ class Server:
         self.by_address: Counter[str] = Counter()
         self.log = logs.get("groupkeeper.server")
         self.stopped = trio.Event()
-        # api_key * 65536 + api_version -> (handler, may wait), None if not served; filled on first use
-        self._handlers: dict[int, tuple[Handler, bool] | None] = {}
+        # api_key * 65536 + api_version -> how it is answered, None if not served; filled on first use
+        self._handlers: dict[int, Route | None] = {}
         self._tasks: trio.Nursery | None = None  # where the requests that wait run
         self._connections: dict[int, ClientConnection] = {}  # by file descriptor
+        self._sockets: dict[int, object] = {}  # what the poll loop serves, by descriptor: those and our peers
+        self._ports: dict[int, list[tuple[trio.CancelScope, trio.SocketListener]]] = {}  # by node: its ports
         self._epoll = select.epoll()
         self._accepting_scope: trio.CancelScope | None = None
         self._deadline = math.inf  # when connections still open at shutdown are closed
@@ -78,6 +80,8 @@ class Server:
                     task_status.started()
                 for listener, _ in listeners:
                     await listener.aclose()
+                for node in list(self._ports):
+                    self.close_node(node, close_connections=False)
                 with trio.move_on_at(self._deadline):
                     if self._connections:
                         await self._all_closed.wait()
@@ -88,7 +92,7 @@ class Server:
             self._epoll.close()
         self.stopped.set()
 
-    def handler(self, api_key: int, api_version: int) -> tuple[Handler, bool] | None:
+    def handler(self, api_key: int, api_version: int) -> Route | None:
         key = api_key * 65536 + api_version
         try:
             return self._handlers[key]
@@ -99,11 +103,45 @@ class Server:
     def start_soon(self, fn, *args) -> None:
         self._tasks.start_soon(fn, *args)
 
+    def attach(self, peer, mask: int) -> None:
+        self._sockets[peer.fd] = peer
+        self._epoll.register(peer.fd, mask)
+
+    def detach(self, peer) -> None:
+        self._epoll.unregister(peer.fd)
+        del self._sockets[peer.fd]
+
+    def open_node(self, node: int, listeners: list[tuple[trio.SocketListener, Listener]]) -> None:
+        """Accept on `listeners`, ports that stand for broker `node` (the gateway's), until
+        `close_node` or shutdown; a connection on them is a client of that node."""
+        if self._accepting_scope is None or self._accepting_scope.cancel_called:
+            return
+        ports = self._ports.setdefault(node, [])
+        for listener, kind in listeners:
+            scope = trio.CancelScope()
+            ports.append((scope, listener))
+            self._tasks.start_soon(self._accept_until, scope, listener, kind, node)
+
+    def close_node(self, node: int, close_connections: bool = True) -> None:
+        """Stop accepting on `node`'s ports and close them; and its clients' connections, so
+        that they look the cluster up again."""
+        for scope, listener in self._ports.pop(node, []):
+            scope.cancel()
+            listener.socket.close()
+        if close_connections:
+            for connection in [c for c in self._connections.values() if c.client.node == node]:
+                connection.close("broker node left the cluster")
+
+    async def _accept_until(self, scope: trio.CancelScope, listener: trio.SocketListener, kind: Listener,
+                            node: int) -> None:
+        with scope:
+            await self._accept(listener, kind, node)
+
     def shutdown(self, grace: float) -> None:
         self._deadline = trio.current_time() + grace
         self._accepting_scope.cancel()
 
-    async def _accept(self, listener: trio.SocketListener, kind: Listener) -> None:
+    async def _accept(self, listener: trio.SocketListener, kind: Listener, node: int | None = None) -> None:
         """Accept for ever. Out of file descriptors (or memory), accept() fails: the
         connection waits in the backlog while this backs off, logs once per episode and
         keeps serving the connections it has, rather than ending the instance."""
@@ -123,9 +161,9 @@ class Server:
             if pause:
                 self.log.info("accepting connections again")
                 pause = 0.0
-            self._open(socket.socket(fileno=stream.socket.detach()), kind)  # non-blocking, as trio made it
+            self._open(socket.socket(fileno=stream.socket.detach()), kind, node)  # non-blocking, as trio made it
 
-    def _open(self, sock: socket.socket, listener: Listener) -> None:
+    def _open(self, sock: socket.socket, listener: Listener, node: int | None = None) -> None:
         try:
             peer = sock.getpeername()
         except OSError:  # gone already
@@ -144,8 +182,9 @@ class Server:
         gate = (SaslGate(self.security.authentication, deadline) if listener.sasl else
                 TlsGate(deadline) if listener.tls else None)
         connection = ClientConnection(self, TLSSocket(sock, self.security.tls[listener.protocol]) if listener.tls else sock, peer,
-                                Client(peer[0], listener), gate)
+                                      Client(peer[0], listener, node=node), gate)
         self._connections[connection.fd] = connection
+        self._sockets[connection.fd] = connection
         self.by_address[peer[0]] += 1
         metrics.CONNECTIONS.inc()
         self._epoll.register(connection.fd, select.EPOLLIN)
@@ -159,6 +198,7 @@ class Server:
         """`connection` is closing: no more events for it, and it no longer counts."""
         self._epoll.unregister(connection.fd)
         del self._connections[connection.fd]
+        del self._sockets[connection.fd]
         host = connection.client.host
         self.by_address[host] -= 1
         if not self.by_address[host]:
@@ -169,7 +209,7 @@ class Server:
 
     async def _poll(self) -> None:
         """Serve the sockets that are ready, a turn at a time, for ever."""
-        epoll, connections = self._epoll, self._connections
+        epoll, connections = self._epoll, self._sockets
         while True:
             await trio.lowlevel.wait_readable(epoll.fileno())
             for fd, events in epoll.poll(0, POLL_EVENTS):

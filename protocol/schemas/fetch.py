@@ -1,11 +1,13 @@
 """Fetch (key 1): records from a partition leader. Clients send it only to leaders; a
 coordinator never leads, and answers every partition NOT_LEADER_OR_FOLLOWER so that the
-client looks its leader up again. Topics are named by id from v13. Tagged fields of
-replication and leader discovery that a coordinator has no use for are left undeclared
-(their tags are skipped on reading, and absent from what it writes).
+client looks its leader up again. Topics are named by id from v13. The partitions' tagged
+fields (diverging_epoch, current_leader, snapshot_id: struct-valued, which the codec does not
+read) are left undeclared (skipped on reading, absent from what is written); KIP-951's
+`node_endpoints` (v16+), the new leaders' addresses, is declared: the gateway rewrites them.
 """
 
 from ..schema import BYTES, INT8, INT16, INT32, INT64, NULL, STRING, UUID, Array, F, S, api
+from .produce import NODE_ENDPOINT
 
 FETCH = api(1, "Fetch", "4-18", "12+", request=[
     F("cluster_id", STRING, "12+", nullable="12+", default=NULL, tag=0),
@@ -56,4 +58,5 @@ FETCH = api(1, "Fetch", "4-18", "12+", request=[
             F("records", BYTES, nullable="0+"),
         ))),
     ))),
+    F("node_endpoints", Array(NODE_ENDPOINT), "16+", tag=0),  # FetchResponse.json: tag 0, 16+
 ])

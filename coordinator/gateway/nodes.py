@@ -1,0 +1,227 @@
+"""`Gateway`: the cluster's broker nodes as ports of this instance, and relaying to them.
+
+It follows the brokers the topic source learns (the cluster's own Metadata, every
+`metadata_max_age_ms`, and at once when a relayed answer names a node it does not know):
+a node that appears gets its ports (`ports.PortScheme`) on every listener, a node that
+leaves has them closed with its clients' connections, so that they look the cluster up
+again. A node refused a port (its id out of range, its port taken) is one log line, once,
+and is left out of the answers, never a crash.
+
+`relay` hands a client's request frame to that connection's `BrokerLink`, made on first
+use: to the broker its port stands for, or, on a listener's own port, to one of the
+cluster's brokers (the same one for as long as the connection lasts). An answer that names
+brokers is rewritten on its way back (`rewrite`): the nodes' addresses become this
+instance's ports, and this instance's coordinator nodes are added to Metadata.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+from collections.abc import Callable
+
+import trio
+
+from protocol import ProtocolError
+from protocol.peek import head, produce_acks
+from protocol.schemas import METADATA, PRODUCE
+
+from .. import logs, metrics
+from ..listeners import Listener
+from ..serving.interfaces import CloseConnection
+from ..serving.pending import Pending
+from ..topics.brokers import BrokerTopics
+from . import rewrite
+from .links import BrokerLink
+from .ports import PortScheme
+
+SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source knows
+
+
+class Gateway:
+    def __init__(self, topics: BrokerTopics, listeners: list[tuple[Listener, Listener]], scheme: PortScheme,
+                 coordinator_nodes: Callable[[str], list[tuple[int, str, int]]], taken: set[int]):
+        """`listeners`: (bound, advertised) in configuration order; `coordinator_nodes`:
+        this deployment's instances as (node id, host, port) on a listener (by name);
+        `taken`: ports of ours that no node may have (listeners, the metrics endpoint)."""
+        self.topics = topics
+        self.listeners = listeners
+        self.scheme = scheme
+        self.coordinator_nodes = coordinator_nodes
+        self.taken = taken
+        self.server = None  # the Server whose poll loop serves the links; set by `run`
+        self.log = logs.get("groupkeeper.gateway")
+        self.open: set[int] = set()  # nodes whose ports are open
+        self.addresses: dict[int, tuple[str, int]] = {}  # node -> (host, port) as the cluster names it
+        self._resolved: dict[tuple[str, int], tuple[int, tuple]] = {}  # (host, port) -> (family, sockaddr)
+        self._refused: dict[int, str] = {}  # nodes refused a port, and why (logged once)
+        self._failing: set[tuple[str, int]] = set()  # brokers in an outage, logged once each
+        self._any = itertools.count()
+        self._changed = trio.Event()
+        self._index = {bound.name: i for i, (bound, _) in enumerate(listeners)}
+        self._advertised = {bound.name: advertised for bound, advertised in listeners}
+
+    # -- nodes ---------------------------------------------------------------------------
+
+    async def run(self, server, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Keep the node ports in step with the cluster's brokers, for ever."""
+        self.server = server
+        for address in self.topics.bootstrap:
+            await self._resolve(address)
+        await self._sync()
+        task_status.started()
+        while True:
+            with trio.move_on_after(SYNC_INTERVAL):
+                await self._changed.wait()
+            self._changed = trio.Event()
+            await self._sync()
+
+    async def _sync(self) -> None:
+        brokers = dict(self.topics.brokers)
+        for node, broker in sorted(brokers.items()):
+            address = (broker.host, broker.port)
+            if not await self._resolve(address):
+                continue
+            self.addresses[node] = address
+            if node not in self.open and node not in self._refused:
+                await self._open(node)
+        for node in sorted(self.open - set(brokers)):
+            self.server.close_node(node)
+            self.open.discard(node)
+            self.addresses.pop(node, None)
+            self.log.info("broker node left: its ports closed", node=node)
+        for node in [n for n in self._refused if n not in brokers]:
+            del self._refused[node]  # if it comes back, it is looked at (and logged) again
+        metrics.GATEWAY_NODE_PORTS.set(len(self.open))
+
+    async def _open(self, node: int) -> None:
+        refusal = self.scheme.refusal(node, self.taken)
+        opened = []
+        if refusal is None:
+            try:
+                for i, (bound, _) in enumerate(self.listeners):
+                    port = self.scheme.bound(node, i)
+                    opened += [(listener, bound) for listener in
+                               await trio.open_tcp_listeners(port, host=bound.host or None)]
+            except OSError as exc:
+                refusal = f"cannot listen on its port: {exc.strerror or exc}"
+                for listener, _ in opened:
+                    await listener.aclose()
+        if refusal is not None:
+            self._refused[node] = refusal
+            self.log.error("broker node not reachable through this gateway", node=node, reason=refusal)
+            return
+        self.server.open_node(node, opened)
+        self.open.add(node)
+        self.log.info("broker node reachable", node=node, broker=f"{self.addresses[node][0]}:{self.addresses[node][1]}",
+                      ports=[self.scheme.advertised(node, i) for i in range(len(self.listeners))])
+
+    async def _resolve(self, address: tuple[str, int]) -> bool:
+        """Whether `address` has a socket address (looked up once, off the poll loop)."""
+        if address in self._resolved:
+            return True
+        try:
+            found = await trio.socket.getaddrinfo(address[0], address[1], type=socket.SOCK_STREAM)
+        except OSError as exc:
+            self.log.warning("broker address cannot be resolved", broker=f"{address[0]}:{address[1]}",
+                             error=str(exc))
+            return False
+        family, _, _, _, sockaddr = found[0]
+        self._resolved[address] = (family, sockaddr)
+        return True
+
+    def exposed(self, listener: str) -> Callable[[int], tuple[str, int] | None]:
+        """Where a client of `listener` (by name) reaches each node through this instance:
+        None for a node without ports (and one not known yet is looked for at once)."""
+        index, advertised = self._index[listener], self._advertised[listener]
+
+        def address(node: int) -> tuple[str, int] | None:
+            if node in self.open:
+                return advertised.host, self.scheme.advertised(node, index)
+            if node not in self._refused:
+                self._changed.set()
+                self.topics.want("")
+            return None
+        return address
+
+    # -- relaying ------------------------------------------------------------------------
+
+    def relay(self, connection, frame: bytes) -> Pending | None:
+        """Pass `frame` to the connection's broker; its answer (rewritten if it names
+        brokers) completes the Pending returned; None for a Produce with acks=0, which has none."""
+        try:
+            api_key, api_version, correlation_id = head(frame)
+            no_answer = api_key == PRODUCE.key and produce_acks(frame) == 0
+        except ProtocolError as exc:
+            raise CloseConnection(f"undecodable request: {exc}") from None
+        link = connection.upstream
+        if link is None or link.closed:
+            link = connection.upstream = self._link(connection)
+        metrics.gateway_relayed(api_key, link.node, len(frame))
+        if no_answer:
+            link.send(frame, None)
+            return None
+        pending = Pending()
+        link.send(frame, (pending, correlation_id, self._rewriter(api_key, api_version, connection.client.listener.name)))
+        return pending
+
+    def answer(self, frame: bytes) -> Pending:
+        """A Pending already answered with `frame` (a request answered here, in its place)."""
+        pending = Pending()
+        pending.resolve(lambda: frame)
+        return pending
+
+    def _rewriter(self, api_key: int, api_version: int, listener: str) -> Callable[[bytes], bytes] | None:
+        lowest = rewrite.REWRITTEN.get(api_key)
+        if lowest is None or api_version < lowest:
+            return None
+        exposed = self.exposed(listener)
+        extra = self.coordinator_nodes(listener) if api_key == METADATA.key else []
+        return lambda frame: rewrite.rewrite_frame(api_key, api_version, frame, exposed, extra)
+
+    def _link(self, connection) -> BrokerLink:
+        node = connection.client.node
+        if node is None:  # a listener's own port: any broker, in turn
+            known = sorted(n for n in self.open if n in self.addresses)
+            candidates = ([self.addresses[known[next(self._any) % len(known)]]] if known else []) + [
+                a for a in self.topics.bootstrap if a in self._resolved]
+            if not candidates:
+                raise CloseConnection("no broker of the cluster is known yet")
+            address = candidates[0]
+        else:
+            address = self.addresses.get(node)
+            if address is None or node not in self.open:
+                raise CloseConnection(f"broker node {node} is not in the cluster")
+        family, sockaddr = self._resolved[address]
+        link = BrokerLink(self, connection, node, address, sockaddr, family)
+        if link.closed:
+            raise CloseConnection(f"cannot reach broker {address[0]}:{address[1]}")
+        return link
+
+    # -- what links report ---------------------------------------------------------------
+
+    def unreachable(self, link: BrokerLink, error: str) -> None:
+        metrics.GATEWAY_UPSTREAM_FAILURES.labels(_node_label(link.node), "unreachable").inc()
+        if link.address not in self._failing:
+            self._failing.add(link.address)
+            self.log.warning("broker unreachable", broker=f"{link.address[0]}:{link.address[1]}", error=error)
+
+    def reachable(self, link: BrokerLink) -> None:
+        if link.address in self._failing:
+            self._failing.discard(link.address)
+            self.log.info("broker reachable again", broker=f"{link.address[0]}:{link.address[1]}")
+
+    def received(self, link: BrokerLink, size: int) -> None:
+        metrics.gateway_received(link.node, size)
+
+    def closed(self, link: BrokerLink, reason: str) -> None:
+        if reason.startswith(("closed by the broker", "broker went away")):
+            metrics.GATEWAY_UPSTREAM_FAILURES.labels(_node_label(link.node), "closed").inc()
+            if link.address not in self._failing:
+                self._failing.add(link.address)
+                self.log.warning("broker closed its connection", broker=f"{link.address[0]}:{link.address[1]}",
+                                 reason=reason)
+
+
+def _node_label(node: int | None) -> str:
+    return "any" if node is None else str(node)
