@@ -296,5 +296,5 @@ def _splice_node_endpoints(api_key: int, version: int, frame: bytes, addresses: 
     if kept:  # tag 0 is the lowest: it goes first, and the tags stay in order
         payload = encoder(_ENDPOINTS, 0)(_with(listed, node_endpoints=kept))[:-1]
         parts += [uvarint(_NODE_ENDPOINTS_TAG), uvarint(len(payload)), payload]
-    parts += tags[:0]
+    parts += tags
     return b"".join(parts)
