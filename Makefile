@@ -20,8 +20,11 @@ $(STAMP): pyproject.toml
 system-packages:
 	@deploy/ensure-system-packages.sh
 
+# The real thing on one machine: a broker (Tansu, in memory) behind groupkeeper as its gateway,
+# with an embedded ZooKeeper: clients bootstrap from 127.0.0.1:9092 as from a local Kafka.
 run: install
-	$(VENV)/bin/groupkeeper run --config $(CONFIG)
+	$(VENV)/bin/groupkeeper run --config $(CONFIG) --listeners PLAINTEXT://127.0.0.1:9092 \
+		--embedded-broker 127.0.0.1:19092
 
 # pytest's "no tests collected" (exit 5) is a failure here, not a success.
 test: install

@@ -40,6 +40,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "gateway": (str, ""),  # HOST:PORT,...: the cluster this instance fronts (implies brokers); "": coordinator only
     "gateway_node_port_offset": (int, 1),  # node N on listener i of n: first listener's port + offset + N*n + i
     "gateway_max_node_id": (int, 1000),  # a broker node with a higher id gets no port (one log line)
+    "embedded_broker": (str, ""),  # HOST:PORT: run Tansu there (in memory, for development) and front it
     "embedded_zookeeper_port": (int, 2181),
     "zk_session_timeout": (float, 10.0),
     "zookeeper_digest_file": (str, ""),  # "user:password": authenticate, and protect /groupkeeper

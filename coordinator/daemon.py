@@ -30,6 +30,7 @@ from .security.tls import CLIENT_AUTH, TLSError, listener_context, server_contex
 from .security.users import UserStore
 from .serving.metrics_http import serve_metrics
 from .gateway.cluster import GatewayClusterApi
+from .gateway.embedded import BrokerUnavailable, EmbeddedBroker
 from .gateway.nodes import Gateway
 from .gateway.ports import PortScheme
 from .serving.interfaces import Limits
@@ -68,6 +69,10 @@ async def run(config: dict[str, Any]) -> None:
     if config["group_consumer_heartbeat_interval_ms"] >= config["group_consumer_session_timeout_ms"]:
         raise StartupError("group_consumer_heartbeat_interval_ms must be less than "
                            "group_consumer_session_timeout_ms")
+    if config["embedded_broker"] and (config["gateway"] or config["brokers"]):
+        raise StartupError("embedded_broker is the cluster: leave gateway and brokers empty")
+    if config["embedded_broker"]:
+        config = {**config, "gateway": config["embedded_broker"]}
     if config["gateway"] and config["brokers"]:
         raise StartupError("gateway names the cluster's brokers already: give gateway or brokers, not both")
     if config["gateway"] and config["acls"]:
@@ -89,10 +94,21 @@ async def run(config: dict[str, Any]) -> None:
         await trio.to_thread.run_sync(embedded.start)
         hosts = embedded.connect_string
         log.info("embedded zookeeper started", zookeeper=hosts, data_dir=str(zk_dir))
+    broker = None
     try:
+        if config["embedded_broker"]:
+            broker = EmbeddedBroker(*bootstrap[0], Path(config["data_dir"]))
+            try:
+                await broker.start()
+            except BrokerUnavailable as exc:
+                raise StartupError(str(exc)) from None
+            log.info("embedded broker started", broker=config["embedded_broker"], log=str(broker.log_path))
         await _serve(config, hosts, (assignors, consumer_assignors), bootstrap, metrics_tls, listeners, tls, digest,
                      log)
     finally:
+        if broker is not None:
+            await broker.stop()
+            log.info("embedded broker stopped")
         if embedded is not None:
             await trio.to_thread.run_sync(embedded.stop)
             log.info("embedded zookeeper stopped")

@@ -57,6 +57,7 @@ class StandInBroker:
         self.advertises = advertises or {}
         self.advertised_port = advertised_port  # the port its Metadata names for it; default: its own
         self.metadata_versions = metadata_versions
+        self.others: dict[int, tuple[str, int]] = {}  # more nodes its Metadata lists (id -> host, port)
         self.listener = socket.create_server(("127.0.0.1", port))
         self.listener.settimeout(0.1)
         self.port = self.listener.getsockname()[1]
@@ -168,7 +169,9 @@ class StandInBroker:
                                             isr_nodes=[self.node_id] if self.leads else [])
                 for p in range(count)]))
         return m.MetadataResponse(brokers=[m.MetadataResponseBroker(node_id=self.node_id, host="127.0.0.1",
-                                                                    port=self.advertised_port or self.port)],
+                                                                    port=self.advertised_port or self.port)] + [
+                                      m.MetadataResponseBroker(node_id=node, host=host, port=port)
+                                      for node, (host, port) in sorted(dict(self.others).items())],
                                   cluster_id="standin-cluster", controller_id=self.node_id, topics=answered)
 
 

@@ -81,6 +81,9 @@ def _comma_list(ctx, param, value: str | None) -> list[str] | None:
               help="Front this Kafka cluster (its bootstrap brokers): clients bootstrap from --listeners, "
                    "each broker is reached through a port of this instance, and every consumer group is "
                    "coordinated here. Implies --brokers.")
+@click.option("--embedded-broker", metavar="HOST:PORT",
+              help="Run a Kafka-protocol broker there (Tansu, in memory: for development) and front it "
+                   "as --gateway does; `make run` does.")
 @click.option("--embedded-zookeeper-port", type=click.IntRange(1, 65535))
 @click.option("--zk-session-timeout", type=click.FloatRange(1, 600), help="Seconds.")
 @click.option("--data-dir", type=click.Path(file_okay=False))

@@ -1,0 +1,313 @@
+"""The gateway with real parts: Tansu (a Kafka-protocol broker) behind `groupkeeper run
+--gateway`, unmodified kafka-python and confluent-kafka (librdkafka) clients bootstrapping
+from groupkeeper: records produced and read back in full through the node ports, commits,
+and every group coordinated by groupkeeper, unknown to the broker's own coordinator."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer as CKConsumer, Producer as CKProducer, TopicPartition as CKPartition
+from kafka import KafkaProducer
+from kafka.structs import OffsetAndMetadata
+
+from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
+from coordinator.store.zkserver import free_port
+from protocol.schemas import FIND_COORDINATOR, LIST_GROUPS, METADATA, OFFSET_FETCH
+from tests.clients import CK, RawConnection, committed, kill_and_take_over, kp_commit, kp_consumer, member_process
+from tests.coordinator_process import CoordinatorProcess
+from tests.standin_broker import StandInBroker
+from tests.tansu import tansu  # noqa: F401 - a fixture
+from tools.kafka_admin import NodeConnection, Unreachable
+
+TOPIC, PARTITIONS, RECORDS = "orders", 3, 1000
+FAST = {"metadata_max_age_ms": 500, "group_min_session_timeout_ms": 1000}
+
+
+def start_gateway(zookeeper, tmp_path, bootstrap: str, **config) -> CoordinatorProcess:
+    process = CoordinatorProcess(zookeeper, tmp_path, gateway=bootstrap, **{**FAST, **config})
+    process.start()
+    return process
+
+
+@pytest.fixture
+def gateway(zookeeper, tmp_path, tansu):  # noqa: F811 - the fixture
+    tansu.create_topic(TOPIC, PARTITIONS)
+    process = start_gateway(zookeeper, tmp_path, tansu.bootstrap)
+    try:
+        process.wait_for_log("broker node reachable", node=tansu.node_id)
+        yield process
+    finally:
+        assert process.stop() == 0
+
+
+def node_port(gateway: CoordinatorProcess, node: int) -> int:
+    """The port of broker `node` on the gateway's one listener (offset 1)."""
+    return gateway.port + 1 + node
+
+
+def broker_groups(tansu) -> list[str]:  # noqa: F811 - the fixture's object
+    """The groups the broker's own coordinator knows."""
+    connection = NodeConnection("127.0.0.1", tansu.port, timeout=10)
+    try:
+        return [g.group_id for g in connection.call(LIST_GROUPS, {}).groups]
+    finally:
+        connection.close()
+
+
+def broker_committed(tansu, group: str) -> dict[int, int]:  # noqa: F811
+    """What the broker's own coordinator has committed for `group` on TOPIC (-1: nothing)."""
+    connection = NodeConnection("127.0.0.1", tansu.port, timeout=10)
+    try:
+        answer = connection.call(OFFSET_FETCH, {"group_id": group, "topics": [
+            {"name": TOPIC, "partition_indexes": list(range(PARTITIONS))}]})
+        return {p.partition_index: p.committed_offset for t in answer.topics for p in t.partitions}
+    finally:
+        connection.close()
+
+
+def coordinated_here(gateway: CoordinatorProcess, tansu, group: str, expected_total: int) -> None:  # noqa: F811
+    """The group lives in groupkeeper: found there, its commits there, none at the broker."""
+    connection = RawConnection(gateway.port)
+    try:
+        found = connection.call(FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        assert found.error_code == 0 and found.node_id >= INSTANCE_NODE_BASE and found.port == gateway.port
+    finally:
+        connection.close()
+    offsets = committed([gateway.port], group)
+    assert sum(offsets.values()) == expected_total, offsets
+    assert group not in broker_groups(tansu)
+    assert set(broker_committed(tansu, group).values()) == {-1}
+
+
+def produce_with_kafka_python(bootstrap: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    try:
+        for future in [producer.send(TOPIC, value) for value in values]:
+            future.get(timeout=30)
+    finally:
+        producer.close()
+
+
+def produce_with_librdkafka(bootstrap: str, values: list[bytes]) -> None:
+    failed = []
+    producer = CKProducer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for value in values:
+        producer.produce(TOPIC, value, on_delivery=lambda err, msg: err and failed.append(err))
+        producer.poll(0)
+    assert producer.flush(30) == 0 and not failed, failed
+
+
+def test_kafka_python_reads_through_the_gateway_in_a_group_groupkeeper_coordinates(gateway, tansu):  # noqa: F811
+    values = [f"kp-{i}".encode() for i in range(RECORDS)]
+    produce_with_kafka_python(gateway.bootstrap, values)
+    consumer = kp_consumer(gateway.bootstrap, "kp-readers", TOPIC, auto_offset_reset="earliest")
+    read = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(read) < RECORDS and time.monotonic() < deadline:
+            for records in consumer.poll(500).values():
+                read += [r.value for r in records]
+        assert sorted(read) == sorted(values)
+        kp_commit(consumer, {p: OffsetAndMetadata(consumer.position(p), "", -1) for p in consumer.assignment()})
+    finally:
+        consumer.close()
+    coordinated_here(gateway, tansu, "kp-readers", RECORDS)
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_librdkafka_reads_through_the_gateway_in_a_group_groupkeeper_coordinates(gateway, tansu, protocol):  # noqa: F811
+    values = [f"ck-{protocol}-{i}".encode() for i in range(RECORDS)]
+    produce_with_librdkafka(gateway.bootstrap, values)
+    group = f"ck-{protocol}"
+    config = {"bootstrap.servers": gateway.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "group.protocol": protocol}
+    if protocol == "classic":
+        config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    consumer = CKConsumer(config)
+    consumer.subscribe([TOPIC])
+    read = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(read) < RECORDS and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append(message.value())
+        assert sorted(read) == sorted(values)
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    coordinated_here(gateway, tansu, group, RECORDS)
+
+
+def test_metadata_names_the_node_ports_and_the_coordinator_nodes(gateway, tansu):  # noqa: F811
+    connection = RawConnection(gateway.port)
+    try:
+        answer = connection.call(METADATA, 12, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False})
+    finally:
+        connection.close()
+    brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
+    assert brokers == {tansu.node_id: ("127.0.0.1", node_port(gateway, tansu.node_id)),
+                       INSTANCE_NODE_BASE: ("127.0.0.1", gateway.port)}
+    assert [len(t.partitions) for t in answer.topics] == [PARTITIONS]
+    assert {p.leader_id for t in answer.topics for p in t.partitions} == {tansu.node_id}
+
+
+def test_a_member_killed_has_its_partitions_taken_over_after_its_session(gateway, tmp_path):
+    script = tmp_path / "member.py"
+    script.write_text(textwrap.dedent(f"""
+        from confluent_kafka import Consumer
+        c = Consumer({{"bootstrap.servers": "{gateway.bootstrap}", "group.id": "kill", "session.timeout.ms": 6000,
+                      "heartbeat.interval.ms": 500, "enable.auto.commit": False, "log_level": 3}})
+        assigned = []
+        c.subscribe(["{TOPIC}"], on_assign=lambda consumer, partitions: assigned.extend(partitions))
+        while not assigned:
+            c.poll(0.1)
+        print("assigned", flush=True)
+        while True:
+            c.poll(0.1)
+    """))
+    everything = {(TOPIC, p) for p in range(PARTITIONS)}
+    with member_process(script) as victim:
+        survivor = CK(gateway.bootstrap, "kill", TOPIC)
+        deadline = time.monotonic() + 45
+        while not (survivor.assigned and survivor.assigned != everything):
+            assert time.monotonic() < deadline, "the two members never shared the partitions"
+            survivor.poll()
+        kill_and_take_over(gateway, victim, survivor, "kill", everything, at_least=5.0)
+
+
+def test_clients_go_on_after_the_broker_restarts_under_them(gateway, tansu):  # noqa: F811
+    first = [f"before-{i}".encode() for i in range(100)]
+    produce_with_librdkafka(gateway.bootstrap, first)
+    producer = CKProducer({"bootstrap.servers": gateway.bootstrap, "linger.ms": 5, "message.timeout.ms": 60000})
+    try:
+        producer.produce(TOPIC, b"warm")  # its connections to the node port, and their links, are up
+        assert producer.flush(30) == 0
+        tansu.kill()  # a crash: every link to it breaks, and its clients' connections with them
+        gateway.wait_for_log("broker closed its connection", timeout=30)
+        tansu.start()
+        tansu.create_topic(TOPIC, PARTITIONS)  # memory storage: the broker came back empty
+        failed = []
+        after = [f"after-{i}".encode() for i in range(100)]
+        for value in after:
+            producer.produce(TOPIC, value, on_delivery=lambda err, msg: err and failed.append(err))
+        assert producer.flush(60) == 0 and not failed, failed
+    finally:
+        producer.flush(1)
+    consumer = CKConsumer({"bootstrap.servers": gateway.bootstrap, "group.id": "after-restart",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    read = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(read) < len(after) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append(message.value())
+    finally:
+        consumer.close()
+    assert sorted(read) == sorted(after)
+    gateway.wait_for_log("broker reachable again", timeout=30)
+
+
+def test_two_gateways_keep_clients_going_when_one_is_killed(zookeeper, tmp_path, tansu):  # noqa: F811
+    tansu.create_topic(TOPIC, PARTITIONS)
+    first = start_gateway(zookeeper, tmp_path, tansu.bootstrap, instance_id=0, zk_session_timeout=4.0)
+    second = CoordinatorProcess(zookeeper, tmp_path, chroot=first.chroot, instance_id=1,
+                                gateway=tansu.bootstrap, zk_session_timeout=4.0, **FAST)
+    second.start()
+    both = f"{first.bootstrap},{second.bootstrap}"
+    consumer = None
+    try:
+        consumer = CKConsumer({"bootstrap.servers": both, "group.id": "two-gateways", "auto.offset.reset": "earliest",
+                               "enable.auto.commit": False, "session.timeout.ms": 6000,
+                               "heartbeat.interval.ms": 500})
+        consumer.subscribe([TOPIC])
+        produce_with_librdkafka(both, [b"one"])
+        read = []
+        deadline = time.monotonic() + 60
+        while not read and time.monotonic() < deadline:
+            if (message := consumer.poll(0.5)) is not None and message.error() is None:
+                read.append(message.value())
+        assert read == [b"one"]
+        consumer.commit(asynchronous=False)
+        first.process.kill()  # SIGKILL: its groups move to the other instance once its session expires
+        first.process.wait(timeout=10)
+        later = [f"later-{i}".encode() for i in range(50)]
+        produce_with_librdkafka(both, later)
+        deadline = time.monotonic() + 90
+        while len(read) < 1 + len(later) and time.monotonic() < deadline:
+            if (message := consumer.poll(0.5)) is not None and message.error() is None:
+                read.append(message.value())
+        assert sorted(read[1:]) == sorted(later)
+        consumer.commit(asynchronous=False)
+        assert sum(committed([second.port], "two-gateways").values()) == 1 + len(later)
+    finally:
+        if consumer is not None:
+            consumer.close()
+        first.stop()
+        assert second.stop() == 0
+
+
+def test_nodes_that_come_and_go_get_ports_and_lose_them(zookeeper, tmp_path):
+    """A cluster of several nodes (the stand-in broker lists others beside itself): each
+    node's port opens as it appears and closes as it leaves, with its clients' connections;
+    a node whose id is out of range is one log line and no port."""
+    broker = StandInBroker({}, {TOPIC: (PARTITIONS, uuid.uuid4())}, node_id=1).start()
+    process = start_gateway(zookeeper, tmp_path, f"127.0.0.1:{broker.port}", gateway_max_node_id=50)
+    try:
+        process.wait_for_log("broker node reachable", node=1)
+        broker.others = {2: ("127.0.0.1", broker.port), 99: ("127.0.0.1", broker.port)}
+        process.wait_for_log("broker node reachable", node=2)
+        process.wait_for_log("broker node not reachable through this gateway", node=99)
+        through_two = NodeConnection("127.0.0.1", node_port(process, 2), timeout=10)
+        brokers = {b.node_id: b.port for b in through_two.call(METADATA, {"topics": None}).brokers}
+        assert brokers == {1: node_port(process, 1), 2: node_port(process, 2), INSTANCE_NODE_BASE: process.port}
+        broker.others = {}  # node 2 leaves the cluster
+        process.wait_for_log("broker node left: its ports closed", node=2)
+        with pytest.raises((Unreachable, OSError, ConnectionError)):  # its clients are closed, its port too
+            through_two.call(METADATA, {"topics": None})
+        with pytest.raises(Unreachable):
+            NodeConnection("127.0.0.1", node_port(process, 2), timeout=5)
+        NodeConnection("127.0.0.1", node_port(process, 1), timeout=5).close()  # the other stays
+    finally:
+        assert process.stop() == 0
+        broker.stop()
+
+
+def test_the_embedded_broker_serves_records_and_never_outlives_its_instance(zookeeper, tmp_path):
+    """`make run`'s shape: a broker of the instance's own (Tansu, in memory) behind it."""
+    broker_port = free_port()
+    process = CoordinatorProcess(zookeeper, tmp_path, embedded_broker=f"127.0.0.1:{broker_port}", **FAST)
+    process.start()
+    try:
+        process.wait_for_log("broker node reachable")
+        values = [f"embedded-{i}".encode() for i in range(100)]
+        produce_with_librdkafka(process.bootstrap, values)  # the topic is created on first use
+        consumer = CKConsumer({"bootstrap.servers": process.bootstrap, "group.id": "embedded",
+                               "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([TOPIC])
+        read = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(read) < len(values) and time.monotonic() < deadline:
+                if (message := consumer.poll(0.5)) is not None and message.error() is None:
+                    read.append(message.value())
+        finally:
+            consumer.close()
+        assert sorted(read) == sorted(values)
+    finally:
+        process.process.kill()  # SIGKILL: the kernel takes its broker with it
+        process.process.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            NodeConnection("127.0.0.1", broker_port, timeout=1).close()
+        except Unreachable:
+            break
+        assert time.monotonic() < deadline, "the embedded broker outlived its instance"
+        time.sleep(0.1)
