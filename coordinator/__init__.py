@@ -4,6 +4,7 @@ General layout. Each package may import the ones below it and never one above (a
 import-linter contract in pyproject.toml, checked by `make test`, says so as data):
 
     daemon.py            wires one instance together from its configuration, runs it to the end
+    gateway/             the cluster's front door: node ports, relaying, answers rewritten
     api/                 the Kafka APIs: a decoded request in, a response out
     serving/             sockets, frames, client connections, the poll loop, answers that
                          wait, the /metrics endpoint
