@@ -101,6 +101,16 @@ def produce_with_librdkafka(bootstrap: str, values: list[bytes]) -> None:
     assert producer.flush(30) == 0 and not failed, failed
 
 
+def read_values(consumer: CKConsumer, count: int, timeout: float = 60.0) -> list[bytes]:
+    """The values a librdkafka consumer reads, polled until `count` are read or `timeout` passes."""
+    read = []
+    deadline = time.monotonic() + timeout
+    while len(read) < count and time.monotonic() < deadline:
+        if (message := consumer.poll(0.5)) is not None and message.error() is None:
+            read.append(message.value())
+    return read
+
+
 def test_kafka_python_reads_through_the_gateway_in_a_group_groupkeeper_coordinates(gateway, tansu):  # noqa: F811
     values = [f"kp-{i}".encode() for i in range(RECORDS)]
     produce_with_kafka_python(gateway.bootstrap, values)
@@ -129,14 +139,8 @@ def test_librdkafka_reads_through_the_gateway_in_a_group_groupkeeper_coordinates
         config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     consumer = CKConsumer(config)
     consumer.subscribe([TOPIC])
-    read = []
     try:
-        deadline = time.monotonic() + 60
-        while len(read) < RECORDS and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                read.append(message.value())
-        assert sorted(read) == sorted(values)
+        assert sorted(read_values(consumer, RECORDS)) == sorted(values)
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
@@ -201,16 +205,10 @@ def test_clients_go_on_after_the_broker_restarts_under_them(gateway, tansu):  # 
     consumer = CKConsumer({"bootstrap.servers": gateway.bootstrap, "group.id": "after-restart",
                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([TOPIC])
-    read = []
     try:
-        deadline = time.monotonic() + 60
-        while len(read) < len(after) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                read.append(message.value())
+        assert sorted(read_values(consumer, len(after))) == sorted(after)
     finally:
         consumer.close()
-    assert sorted(read) == sorted(after)
     gateway.wait_for_log("broker reachable again", timeout=30)
 
 
@@ -228,22 +226,13 @@ def test_two_gateways_keep_clients_going_when_one_is_killed(zookeeper, tmp_path,
                                "heartbeat.interval.ms": 500})
         consumer.subscribe([TOPIC])
         produce_with_librdkafka(both, [b"one"])
-        read = []
-        deadline = time.monotonic() + 60
-        while not read and time.monotonic() < deadline:
-            if (message := consumer.poll(0.5)) is not None and message.error() is None:
-                read.append(message.value())
-        assert read == [b"one"]
+        assert read_values(consumer, 1) == [b"one"]
         consumer.commit(asynchronous=False)
         first.process.kill()  # SIGKILL: its groups move to the other instance once its session expires
         first.process.wait(timeout=10)
         later = [f"later-{i}".encode() for i in range(50)]
         produce_with_librdkafka(both, later)
-        deadline = time.monotonic() + 90
-        while len(read) < 1 + len(later) and time.monotonic() < deadline:
-            if (message := consumer.poll(0.5)) is not None and message.error() is None:
-                read.append(message.value())
-        assert sorted(read[1:]) == sorted(later)
+        assert sorted(read_values(consumer, len(later), timeout=90)) == sorted(later)
         consumer.commit(asynchronous=False)
         assert sum(committed([second.port], "two-gateways").values()) == 1 + len(later)
     finally:
@@ -291,15 +280,10 @@ def test_the_embedded_broker_serves_records_and_never_outlives_its_instance(zook
         consumer = CKConsumer({"bootstrap.servers": process.bootstrap, "group.id": "embedded",
                                "auto.offset.reset": "earliest", "enable.auto.commit": False})
         consumer.subscribe([TOPIC])
-        read = []
         try:
-            deadline = time.monotonic() + 60
-            while len(read) < len(values) and time.monotonic() < deadline:
-                if (message := consumer.poll(0.5)) is not None and message.error() is None:
-                    read.append(message.value())
+            assert sorted(read_values(consumer, len(values))) == sorted(values)
         finally:
             consumer.close()
-        assert sorted(read) == sorted(values)
     finally:
         process.process.kill()  # SIGKILL: the kernel takes its broker with it
         process.process.wait(timeout=10)
