@@ -40,6 +40,15 @@ KEYS: dict[str, tuple[type, Any]] = {
     "gateway": (str, ""),  # HOST:PORT,...: the cluster this instance fronts (implies brokers); "": coordinator only
     "gateway_node_port_offset": (int, 1),  # node N on listener i of n: first listener's port + offset + N*n + i
     "gateway_max_node_id": (int, 1000),  # a broker node with a higher id gets no port (one log line)
+    # groupkeeper's own connections to the brokers (the gateway's links, the brokers topic source)
+    "gateway_security_protocol": (str, "PLAINTEXT"),  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    "gateway_ssl_cafile": (str, ""),  # PEM: the CA that signs the brokers' certificates; "": the system's
+    "gateway_ssl_certfile": (str, ""),  # PEM: a client certificate for brokers that ask for one (mutual TLS)
+    "gateway_ssl_keyfile": (str, ""),
+    "gateway_ssl_check_hostname": (bool, True),  # the broker's certificate names the host connected to
+    "gateway_sasl_mechanism": (str, "SCRAM-SHA-512"),  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    "gateway_sasl_username": (str, ""),
+    "gateway_sasl_password_file": (str, ""),  # the password on its first line: never in the configuration
     "embedded_broker": (str, ""),  # HOST:PORT: run Tansu there (in memory, for development) and front it
     "embedded_zookeeper_port": (int, 2181),
     "zk_session_timeout": (float, 10.0),

@@ -27,10 +27,12 @@ from .security.acls.store import AclStore
 from .security.passwords import check_hash
 from .security.sasl import MECHANISMS, Authentication, Pacing
 from .security.tls import CLIENT_AUTH, TLSError, listener_context, server_context
+from .security.upstream import UpstreamSecurity, configure as configure_upstream
 from .security.users import UserStore
 from .serving.metrics_http import serve_metrics
 from .gateway.cluster import GatewayClusterApi
 from .gateway.embedded import BrokerUnavailable, EmbeddedBroker
+from .gateway.links import BrokerSecurity
 from .gateway.nodes import Gateway
 from .gateway.ports import PortScheme
 from .serving.interfaces import Limits
@@ -85,6 +87,7 @@ async def run(config: dict[str, Any]) -> None:
         raise StartupError(f"{source}: {exc}") from None
     metrics_tls = _metrics_security(config)
     listeners, tls = _listeners(config)
+    upstream = _upstream_security(config, bootstrap is not None, log)
     digest = _zookeeper_digest(config["zookeeper_digest_file"])
     embedded = None
     hosts = config["zookeeper"]
@@ -104,7 +107,7 @@ async def run(config: dict[str, Any]) -> None:
                 raise StartupError(str(exc)) from None
             log.info("embedded broker started", broker=config["embedded_broker"], log=str(broker.log_path))
         await _serve(config, hosts, (assignors, consumer_assignors), bootstrap, metrics_tls, listeners, tls, digest,
-                     log)
+                     log, upstream)
     finally:
         if broker is not None:
             await broker.stop()
@@ -151,6 +154,25 @@ def _listeners(config: dict[str, Any]) -> tuple[list[tuple[Listener, Listener]],
     return [(listener, told.get(listener.name, listener)) for listener in bound], tls
 
 
+def _upstream_security(config: dict[str, Any], brokers: bool, log) -> UpstreamSecurity:
+    """How this instance connects to the brokers (the gateway's links and the brokers topic
+    source): what is wrong stops start-up, named; the password read from its file."""
+    try:
+        upstream = configure_upstream(
+            config["gateway_security_protocol"], config["gateway_ssl_cafile"], config["gateway_ssl_certfile"],
+            config["gateway_ssl_keyfile"], config["gateway_ssl_check_hostname"], config["gateway_sasl_mechanism"],
+            config["gateway_sasl_username"], config["gateway_sasl_password_file"])
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
+    if upstream.protocol != "PLAINTEXT" and not brokers:
+        raise StartupError(f"gateway_security_protocol {upstream.protocol} is for the connections to the brokers: "
+                           "set gateway (or brokers) too")
+    if upstream.protocol == "SASL_PLAINTEXT" and upstream.mechanism == "PLAIN":
+        log.warning("gateway_sasl_mechanism PLAIN over SASL_PLAINTEXT sends the gateway's password to the brokers "
+                    "in clear: use SASL_SSL or SCRAM")
+    return upstream
+
+
 def _metrics_security(config: dict[str, Any]) -> ssl.SSLContext | None:
     """The metrics endpoint's TLS context, if configured, with its users' hashes checked:
     what is wrong with either stops start-up, named."""
@@ -173,7 +195,7 @@ def _metrics_security(config: dict[str, Any]) -> ssl.SSLContext | None:
 async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, Assignor], dict[str, Assignor]],
                  bootstrap: list[tuple[str, int]] | None, metrics_tls: ssl.SSLContext | None,
                  kafka_listeners: list[tuple[Listener, Listener]], tls: dict[str, ssl.SSLContext],
-                 digest: tuple[str, str] | None, log) -> None:
+                 digest: tuple[str, str] | None, log, upstream: UpstreamSecurity) -> None:
     listeners: list[tuple[trio.SocketListener, Listener]] = []
     endpoints = []
     try:  # before joining the cluster: a port in use stops start-up first
@@ -216,7 +238,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             guard = SessionGuard(zk)
             await nursery.start(guard.run)
             topics = (ZooKeeperTopics(zk) if bootstrap is None else
-                      BrokerTopics(bootstrap, config["metadata_max_age_ms"] / 1000))
+                      BrokerTopics(bootstrap, config["metadata_max_age_ms"] / 1000, security=upstream))
             await nursery.start(topics.run)
             metrics.TOPIC_METADATA_AGE.set_function(topics.age)
             events = DISCARD
@@ -245,7 +267,8 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 taken = {s.socket.getsockname()[1] for s, _ in listeners}
                 if config["metrics_listen"]:
                     taken.add(_address(config["metrics_listen"])[1])
-                gateway = Gateway(topics, kafka_listeners, scheme, lambda name: cluster.coordinator_nodes(name), taken)
+                gateway = Gateway(topics, kafka_listeners, scheme, lambda name: cluster.coordinator_nodes(name), taken,
+                                  BrokerSecurity(upstream))
                 cluster = GatewayClusterApi(coordinator, topics, acl_store, gateway)
             server = Server(Api(coordinator, topics, acl_store, cluster=cluster), Limits(
                 config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000,
@@ -270,7 +293,8 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             log.info("instance registered", zookeeper=hosts, path=layout.instance_path(config["instance_id"]),
                      session_timeout_s=round(zk.session_timeout, 3))
             log.info("topic source", source="zookeeper" if bootstrap is None else "brokers",
-                     brokers=config["brokers"] or config["gateway"] or None, gateway=bool(config["gateway"]))
+                     brokers=config["brokers"] or config["gateway"] or None, gateway=bool(config["gateway"]),
+                     security_protocol=None if bootstrap is None else upstream.protocol)
             for (listener, _), (name, host, port) in zip(kafka_listeners, endpoints):
                 log.info("listening", listener=name, protocol=listener.protocol, host=listener.host,
                          advertised=f"{host}:{port}")

@@ -207,8 +207,9 @@ GATEWAY_NODE_PORTS = Gauge("groupkeeper_gateway_node_ports",
                            registry=REGISTRY)
 GATEWAY_UPSTREAM_FAILURES = Counter(
     "groupkeeper_gateway_upstream_failures_total",
-    "Connections to brokers that could not be made (unreachable) or that the broker ended (closed), "
-    "by node (any: a listener's own port); each closes its client's connection.", ["node", "reason"],
+    "Connections to brokers that could not be made (unreachable), that the broker ended (closed), whose TLS "
+    "handshake failed (tls) or whose SASL login was refused (authentication), by node (any: a listener's own "
+    "port); each closes its client's connection.", ["node", "reason"],
     registry=REGISTRY)
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import random
 import resource
+import socket
 import signal
 import subprocess
 import sys
@@ -156,3 +158,34 @@ def serving(zookeeper, tmp_path: Path, topics: dict[str, int], **config):
         yield process
     finally:
         assert process.stop() == 0
+
+
+def pin_node_ports(process: CoordinatorProcess, nodes: list[int], listeners: int = 1,
+                   max_node_id: int | None = None) -> int:
+    """Put the gateway ports of broker `nodes` (ids close together) of `process`, not started
+    yet, above the kernel's ephemeral range (32768-60999) on ports free now: there no
+    outgoing connection on the machine can hold one when the gateway binds it (a listener's
+    free port + 1 + node id could be anywhere). Sets gateway_max_node_id too (default: a
+    little above `nodes`, so that the scheme ends below port 65536). Returns the offset."""
+    low, high = min(nodes), max(nodes)
+    size = (high - low + 1) * listeners
+    while True:
+        first = random.randrange(61_000, 65_000 - size)
+        held = []
+        try:
+            for port in range(first, first + size):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+        break
+    offset = first - process.port - low * listeners
+    config = process.tmp_path / f"groupkeeper-{process.port}.toml"
+    with open(config, "a") as file:  # appended after the scalars: only when the file has no table
+        file.write(f"gateway_node_port_offset = {offset}\n"
+                   f"gateway_max_node_id = {high + 10 if max_node_id is None else max_node_id}\n")
+    return offset

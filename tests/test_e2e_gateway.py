@@ -18,17 +18,22 @@ from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
 from protocol.schemas import FIND_COORDINATOR, LIST_GROUPS, METADATA, OFFSET_FETCH
 from tests.clients import CK, RawConnection, committed, kill_and_take_over, kp_commit, kp_consumer, member_process
-from tests.coordinator_process import CoordinatorProcess
+from tests.coordinator_process import CoordinatorProcess, pin_node_ports
 from tests.standin_broker import StandInBroker
 from tests.tansu import tansu  # noqa: F401 - a fixture
 from tools.kafka_admin import NodeConnection, Unreachable
 
 TOPIC, PARTITIONS, RECORDS = "orders", 3, 1000
+TANSU_NODE = 111  # Tansu's one node (tests/tansu.py)
 FAST = {"metadata_max_age_ms": 500, "group_min_session_timeout_ms": 1000}
 
 
-def start_gateway(zookeeper, tmp_path, bootstrap: str, **config) -> CoordinatorProcess:
+def start_gateway(zookeeper, tmp_path, bootstrap: str, nodes: tuple[int, ...] = (TANSU_NODE,),
+                  max_node_id: int | None = None, **config) -> CoordinatorProcess:
+    """A gateway to `bootstrap`, started, whose ports for `nodes` are pinned to free ports
+    (`node_port` tells which)."""
     process = CoordinatorProcess(zookeeper, tmp_path, gateway=bootstrap, **{**FAST, **config})
+    process.node_offset = pin_node_ports(process, list(nodes), max_node_id=max_node_id)
     process.start()
     return process
 
@@ -45,8 +50,8 @@ def gateway(zookeeper, tmp_path, tansu):  # noqa: F811 - the fixture
 
 
 def node_port(gateway: CoordinatorProcess, node: int) -> int:
-    """The port of broker `node` on the gateway's one listener (offset 1)."""
-    return gateway.port + 1 + node
+    """The port of broker `node` on the gateway's one listener."""
+    return gateway.port + gateway.node_offset + node
 
 
 def broker_groups(tansu) -> list[str]:  # noqa: F811 - the fixture's object
@@ -217,6 +222,7 @@ def test_two_gateways_keep_clients_going_when_one_is_killed(zookeeper, tmp_path,
     first = start_gateway(zookeeper, tmp_path, tansu.bootstrap, instance_id=0, zk_session_timeout=4.0)
     second = CoordinatorProcess(zookeeper, tmp_path, chroot=first.chroot, instance_id=1,
                                 gateway=tansu.bootstrap, zk_session_timeout=4.0, **FAST)
+    pin_node_ports(second, [TANSU_NODE])
     second.start()
     both = f"{first.bootstrap},{second.bootstrap}"
     consumer = None
@@ -247,7 +253,7 @@ def test_nodes_that_come_and_go_get_ports_and_lose_them(zookeeper, tmp_path):
     node's port opens as it appears and closes as it leaves, with its clients' connections;
     a node whose id is out of range is one log line and no port."""
     broker = StandInBroker({}, {TOPIC: (PARTITIONS, uuid.uuid4())}, node_id=1).start()
-    process = start_gateway(zookeeper, tmp_path, f"127.0.0.1:{broker.port}", gateway_max_node_id=50)
+    process = start_gateway(zookeeper, tmp_path, f"127.0.0.1:{broker.port}", nodes=(1, 2), max_node_id=50)
     try:
         process.wait_for_log("broker node reachable", node=1)
         broker.others = {2: ("127.0.0.1", broker.port), 99: ("127.0.0.1", broker.port)}
@@ -272,6 +278,7 @@ def test_the_embedded_broker_serves_records_and_never_outlives_its_instance(zook
     """`make run`'s shape: a broker of the instance's own (Tansu, in memory) behind it."""
     broker_port = free_port()
     process = CoordinatorProcess(zookeeper, tmp_path, embedded_broker=f"127.0.0.1:{broker_port}", **FAST)
+    pin_node_ports(process, [TANSU_NODE])
     process.start()
     try:
         process.wait_for_log("broker node reachable")

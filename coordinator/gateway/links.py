@@ -13,19 +13,35 @@ has not taken, the client connection is not read (`busy`); while the client has 
 that of answers it has not taken, the broker is not read (`drained` reads it again). A
 broker that cannot be reached or closes the link closes the client connection too, so that
 the client looks the cluster up again.
+
+Secured (`gateway_security_protocol`, `BrokerSecurity`): once connected, the link does TLS
+(`TLSSocket`'s client side, driven by the poll loop) and SASL (`security.upstream.Login`:
+SaslHandshake, then SaslAuthenticate with PLAIN or SCRAM) with the gateway's own
+credentials before it relays anything; the client's requests wait in `queued` meanwhile
+(and count towards `busy`). It fails closed: a TLS handshake or a login that fails, or does
+not finish within `request_read_timeout_ms`, closes the link and the client's connection
+with it, is counted (`reason` "tls" or "authentication") and is logged once per outage of
+that broker.
 """
 
 from __future__ import annotations
 
 import errno
 import socket
+import ssl
 import struct
 from collections import deque
 from collections.abc import Callable
 from select import EPOLLIN, EPOLLOUT
 from typing import TYPE_CHECKING, Protocol
 
+import trio
+
 from protocol import FrameReader, ProtocolError
+
+from .. import logs, metrics
+from ..security.tls import TLSSocket
+from ..security.upstream import Login, LoginFailed, UpstreamSecurity
 
 if TYPE_CHECKING:
     from ..serving.connection import ClientConnection
@@ -36,6 +52,9 @@ _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
 # what a request waits for: its Pending, its correlation id, and what rewrites its answer
 Waiting = tuple["Pending", int, "Callable[[bytes], bytes] | None"]
+# A link's stages: READY (0, relaying) is the only falsy one, so the data path tests one value
+READY, CONNECTING, TLS, SASL = 0, 1, 2, 3
+_FAILED = {"tls": "TLS with the broker failed", "authentication": "login to the broker failed"}
 
 
 class Reports(Protocol):
@@ -50,50 +69,99 @@ class Reports(Protocol):
     def closed(self, link: BrokerLink, reason: str) -> None: ...
 
 
+class BrokerSecurity:
+    """The security of the gateway's links (`security.upstream.UpstreamSecurity`: PLAINTEXT
+    by default), and what they report of it: a TLS handshake or a login refused is counted
+    each time and logged once per outage of a broker, until a link to it gets through again."""
+
+    def __init__(self, upstream: UpstreamSecurity | None = None):
+        self.upstream = upstream if upstream is not None else UpstreamSecurity()
+        self.tls = self.upstream.tls
+        self.secured = self.upstream.secured
+        self.log = logs.get("groupkeeper.gateway")
+        self._failing: dict[tuple[str, int], str] = {}  # broker -> what failed ("tls", "authentication")
+
+    def login(self) -> Login | None:
+        return self.upstream.login()
+
+    def refused(self, link: BrokerLink, kind: str, reason: str) -> None:
+        metrics.GATEWAY_UPSTREAM_FAILURES.labels("any" if link.node is None else str(link.node), kind).inc()
+        if self._failing.get(link.address) == kind:
+            return
+        self._failing[link.address] = kind
+        broker = f"{link.address[0]}:{link.address[1]}"
+        if kind == "authentication":
+            self.log.error("broker refused the gateway's login: client connections to it are closed",
+                           broker=broker, mechanism=self.upstream.mechanism, user=self.upstream.user, reason=reason)
+        else:
+            self.log.error("TLS with the broker failed: client connections to it are closed",
+                           broker=broker, reason=reason)
+
+    def through(self, link: BrokerLink) -> None:
+        if self._failing.pop(link.address, None) is not None:
+            self.log.info("the gateway's connections to the broker get through again",
+                          broker=f"{link.address[0]}:{link.address[1]}")
+
+
+_PLAINTEXT = BrokerSecurity()
+
+
 class BrokerLink:
-    __slots__ = ("address", "closed", "connecting", "connection", "fd", "gateway", "log", "mask", "node", "out",
-                 "paused", "reader", "sock", "waiting")
+    __slots__ = ("address", "closed", "connection", "fd", "gateway", "log", "login", "mask", "node", "out",
+                 "paused", "queued", "reader", "security", "sock", "stage", "timer", "waiting")
 
     def __init__(self, gateway: Reports, connection: ClientConnection, node: int | None,
-                 address: tuple[str, int], sockaddr: tuple, family: int):
+                 address: tuple[str, int], sockaddr: tuple, family: int, security: BrokerSecurity = _PLAINTEXT):
         self.gateway = gateway
         self.connection = connection
         self.node = node  # None: a link for a listener's own port, to whichever broker
         self.address = address  # (host, port) as the cluster names it
+        self.security = security
         self.log = connection.log.bind(broker=f"{address[0]}:{address[1]}")
         self.reader = FrameReader(connection.host.limits.max_request_bytes)
         self.out = bytearray()  # requests the kernel has not taken yet
+        self.queued = bytearray()  # the client's requests while the link is not READY yet
         self.waiting: deque[Waiting] = deque()
+        self.login: Login | None = None  # the SASL exchange, while in it
+        self.timer: trio.CancelScope | None = None  # the deadline for TLS and SASL, while they run
         self.closed = False
         self.paused = False  # not read: its client has too many answers not taken
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock: socket.socket | TLSSocket = socket.socket(family, socket.SOCK_STREAM)
         self.sock.setblocking(False)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.fd = self.sock.fileno()
-        self.connecting = True
+        self.stage = CONNECTING
         self.mask = EPOLLOUT  # a non-blocking connect ends with the socket writable
         connection.host.attach(self, self.mask)
         error = self.sock.connect_ex(sockaddr)
         if error not in (0, errno.EINPROGRESS):
             self.gateway.unreachable(self, errno.errorcode.get(error, str(error)))
-            self.close(f"cannot connect: {errno.errorcode.get(error, error)}")
+            return self.close(f"cannot connect: {errno.errorcode.get(error, error)}")
+        if security.secured:  # connected, through TLS and SASL by then, or closed
+            self.timer = trio.CancelScope()
+            connection.host.start_soon(self._expire, trio.current_time() + connection.host.limits.request_read_timeout)
 
     @property
     def busy(self) -> bool:
-        return len(self.out) > self.connection.host.limits.max_queued_reply_bytes
+        return len(self.out) + len(self.queued) > self.connection.host.limits.max_queued_reply_bytes
 
     def send(self, frame: bytes, waiting: Waiting | None) -> None:
         """Relay one request frame (without its size); `waiting` None: it has no answer."""
         if waiting is not None:
             self.waiting.append(waiting)
         data = _SIZE.pack(len(frame)) + frame
-        if self.out or self.connecting:
+        if self.stage:  # not through yet: after the link's own requests
+            self.queued += data
+            return
+        if self.out:
             self.out += data
             return
         try:
             sent = self.sock.send(data)
         except BlockingIOError:
             sent = 0
+        except ssl.SSLError as exc:
+            return self._refused("tls", str(exc.reason or exc))
         except OSError as exc:
             return self.close(f"broker went away: {exc.strerror or exc}")
         if sent < len(data):
@@ -101,40 +169,59 @@ class BrokerLink:
             self._watch()
 
     def writable(self) -> None:
-        if self.connecting:
+        if self.stage == CONNECTING:
             error = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if error:
                 self.gateway.unreachable(self, errno.errorcode.get(error, str(error)))
                 return self.close(f"cannot connect: {errno.errorcode.get(error, error)}")
-            self.connecting = False
             self.gateway.reachable(self)
+            return self._connected()
+        if self.stage == TLS:
+            return self._handshake()
         if self.out:
             try:
                 sent = self.sock.send(self.out)
             except BlockingIOError:
                 return
+            except ssl.SSLError as exc:
+                return self._refused("tls", str(exc.reason or exc))
             except OSError as exc:
                 return self.close(f"broker went away: {exc.strerror or exc}")
             del self.out[:sent]
         self._watch()
-        if not self.out and self.connection.backlog:  # its client waited for room here
+        if not self.out and not self.stage and self.connection.backlog:  # its client waited for room here
             self.connection.go_on()
 
     def readable(self) -> None:
+        if self.stage == TLS:
+            return self._handshake()
         try:
             data = self.sock.recv(READ_SIZE)
         except BlockingIOError:
             return
+        except ssl.SSLError as exc:  # an alert: a broker that refuses our certificate says so here (TLS 1.3)
+            return self._refused("tls", str(exc.reason or exc))
         except OSError as exc:
+            if self.stage == SASL:
+                return self._refused("authentication", f"the broker went away during SASL: {exc.strerror or exc}")
             return self.close(f"broker went away: {exc.strerror or exc}")
         if not data:
+            if self.stage == SASL:
+                return self._refused("authentication", "closed by the broker during SASL")
             return self.close("closed by the broker")
-        self.gateway.received(self, len(data))
+        if not self.stage:  # relayed bytes (the login's own are not)
+            self.gateway.received(self, len(data))
         self.reader.feed(data)
         try:
             frames = self.reader.frames()
         except ProtocolError as exc:
+            if self.stage == SASL:
+                return self._refused("authentication", f"bad frame from the broker during SASL: {exc}")
             return self.close(f"bad frame from the broker: {exc}")
+        if self.stage == SASL:
+            frames = self._logging_in(frames)
+            if self.closed:
+                return
         for frame in frames:
             if not self.waiting:
                 return self.close("the broker answered what was not asked")
@@ -159,18 +246,104 @@ class BrokerLink:
             self._watch()
 
     def _watch(self) -> None:
-        mask = (0 if self.paused or self.connecting else EPOLLIN) | (EPOLLOUT if self.out or self.connecting else 0)
+        if self.stage == CONNECTING:
+            mask = EPOLLOUT
+        elif self.stage == TLS:
+            mask = EPOLLIN | (EPOLLOUT if self.sock.wants_write else 0)
+        else:
+            mask = (0 if self.paused else EPOLLIN) | (EPOLLOUT if self.out else 0)
         if mask != self.mask and not self.closed:
             self.connection.host.watch(self.fd, mask)
             self.mask = mask
+
+    # -- getting through: TLS, then SASL -------------------------------------------------
+
+    def _connected(self) -> None:
+        if self.security.tls is not None:
+            self.stage = TLS
+            self.sock = TLSSocket.client(self.sock, self.security.tls,
+                                         self.security.upstream.server_hostname(self.address[0]))
+            return self._handshake()
+        self._log_in()
+
+    def _handshake(self) -> None:
+        try:
+            done = self.sock.handshake()
+        except ssl.SSLError as exc:
+            return self._refused("tls", f"handshake: {exc.reason or exc}"
+                                 + (f" ({exc.verify_message})" if getattr(exc, "verify_message", None) else ""))
+        except OSError as exc:
+            return self._refused("tls", f"handshake: {exc.strerror or exc}")
+        if done:
+            return self._log_in()
+        self._watch()
+
+    def _log_in(self) -> None:
+        self.login = self.security.login()
+        if self.login is None:
+            return self._through()
+        self.stage = SASL
+        self.out += self.login.first()
+        self.writable()
+
+    def _logging_in(self, frames: list[bytes]) -> list[bytes]:
+        """Hand the login its answers; the frames after it is through (none, from a broker
+        that answers only what it is asked)."""
+        for i, frame in enumerate(frames):
+            try:
+                request = self.login.feed(frame)
+            except LoginFailed as exc:
+                self._refused("authentication", str(exc))
+                return []
+            if request is None:
+                self._through()
+                return frames[i + 1:]
+            self.out += request
+            self.writable()
+            if self.closed:
+                return []
+        return []
+
+    def _through(self) -> None:
+        """TLS and SASL are through (or were not asked for): relay the client's requests."""
+        self.stage = READY
+        self.login = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.security.through(self)
+        if self.queued:
+            self.out += self.queued
+            self.queued = bytearray()
+        self.writable()
+
+    async def _expire(self, deadline: float) -> None:
+        with self.timer:
+            await trio.sleep_until(deadline)
+            if self.closed or not self.stage:
+                return
+            if self.stage == CONNECTING:
+                self.gateway.unreachable(self, "ETIMEDOUT")
+                return self.close("cannot connect: ETIMEDOUT")
+            self._refused("tls" if self.stage == TLS else "authentication",
+                          "not through in time (TLS and SASL must be within request_read_timeout_ms)")
+
+    def _refused(self, kind: str, reason: str) -> None:
+        """TLS or SASL with the broker failed (`kind`): fail closed, the client's connection too."""
+        if self.closed:
+            return
+        self.security.refused(self, kind, reason)
+        self.close(f"{_FAILED[kind]}: {reason}")
 
     def close(self, reason: str) -> None:
         if self.closed:
             return
         self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
         self.connection.host.detach(self)
         self.sock.close()
         self.waiting.clear()
+        self.queued = bytearray()
         self.gateway.closed(self, reason)
         self.connection.close(f"broker link: {reason}")
 

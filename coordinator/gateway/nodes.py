@@ -32,7 +32,7 @@ from ..serving.interfaces import CloseConnection
 from ..serving.pending import Pending
 from ..topics.brokers import BrokerTopics
 from . import rewrite
-from .links import BrokerLink
+from .links import BrokerLink, BrokerSecurity
 from .ports import PortScheme
 
 SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source knows
@@ -40,15 +40,18 @@ SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source kno
 
 class Gateway:
     def __init__(self, topics: BrokerTopics, listeners: list[tuple[Listener, Listener]], scheme: PortScheme,
-                 coordinator_nodes: Callable[[str], list[tuple[int, str, int]]], taken: set[int]):
+                 coordinator_nodes: Callable[[str], list[tuple[int, str, int]]], taken: set[int],
+                 security: BrokerSecurity | None = None):
         """`listeners`: (bound, advertised) in configuration order; `coordinator_nodes`:
         this deployment's instances as (node id, host, port) on a listener (by name);
-        `taken`: ports of ours that no node may have (listeners, the metrics endpoint)."""
+        `taken`: ports of ours that no node may have (listeners, the metrics endpoint);
+        `security`: how the links connect to the brokers (default PLAINTEXT)."""
         self.topics = topics
         self.listeners = listeners
         self.scheme = scheme
         self.coordinator_nodes = coordinator_nodes
         self.taken = taken
+        self.security = security if security is not None else BrokerSecurity()
         self.server = None  # the Server whose poll loop serves the links; set by `run`
         self.log = logs.get("groupkeeper.gateway")
         self.open: set[int] = set()  # nodes whose ports are open
@@ -193,7 +196,7 @@ class Gateway:
             if address is None or node not in self.open:
                 raise CloseConnection(f"broker node {node} is not in the cluster")
         family, sockaddr = self._resolved[address]
-        link = BrokerLink(self, connection, node, address, sockaddr, family)
+        link = BrokerLink(self, connection, node, address, sockaddr, family, self.security)
         if link.closed:
             raise CloseConnection(f"cannot reach broker {address[0]}:{address[1]}")
         return link

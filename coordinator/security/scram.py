@@ -4,9 +4,14 @@ never the password, in the form Kafka keeps them in ZooKeeper
 groupkeeper and Kafka's brokers alike. SASL/PLAIN passwords are checked against the same
 credentials (`verify_plain`).
 
+And on the client's side (`ScramClient`): the gateway's own login to the brokers, with the
+same primitives (`salted_password`, `_keys`).
+
 Pure: no I/O. What Kafka's server does is followed where RFC 5802 leaves a choice: no
 channel binding, an authorization id only if it is the user's own name, extensions ignored
-except `tokenauth` (delegation tokens, which groupkeeper does not have), no SASLprep.
+except `tokenauth` (delegation tokens, which groupkeeper does not have), no SASLprep. The
+client does as Kafka's Java client: no channel binding (gs2 header "n,,"), no authorization
+id, no extensions, at least 4,096 iterations from the server.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ from dataclasses import dataclass, field
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MIN_ITERATIONS = 4096  # Kafka's minimum for both mechanisms; its admin API allows up to
 MAX_ITERATIONS = 16384  # this many, and so does `make_credential`
-MAX_MESSAGE_BYTES = 4096  # a client message longer than this is refused unread
+MAX_MESSAGE_BYTES = 4096  # a message longer than this is refused unread (the client's by the server, and back)
+# The most iterations the client computes when a server asks: PBKDF2 runs in the poll loop's
+# thread (once per salt: the results are kept), 16 times Kafka's upper limit at most
+MAX_CLIENT_ITERATIONS = 16 * MAX_ITERATIONS
 SALT_BYTES = 32
 
 _FAKE_KEY = os.urandom(32)  # salts for unknown users: stable for a user within the process
@@ -77,18 +85,27 @@ def make_credential(mechanism: str, password: str, iterations: int = MIN_ITERATI
     if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, not {iterations}")
     salt = os.urandom(SALT_BYTES) if salt is None else salt
-    salted = hashlib.pbkdf2_hmac(digest, password.encode(), salt, iterations)
-    return ScramCredential(salt, hashlib.new(digest, _hmac(digest, salted, b"Client Key")).digest(),
-                           _hmac(digest, salted, b"Server Key"), iterations)
+    _, stored_key, server_key = _keys(digest, salted_password(mechanism, password, salt, iterations))
+    return ScramCredential(salt, stored_key, server_key, iterations)
 
 
 def verify_plain(mechanism: str, credential: ScramCredential, password: str) -> bool:
     """Whether a SASL/PLAIN password is the one `credential` was made from. Costs the
     credential's iterations of PBKDF2 (milliseconds): not for the event loop's thread."""
-    digest = _digest(mechanism)
-    salted = hashlib.pbkdf2_hmac(digest, password.encode(), credential.salt, credential.iterations)
-    stored_key = hashlib.new(digest, _hmac(digest, salted, b"Client Key")).digest()
-    return hmac.compare_digest(stored_key, credential.stored_key)
+    salted = salted_password(mechanism, password, credential.salt, credential.iterations)
+    return hmac.compare_digest(_keys(_digest(mechanism), salted)[1], credential.stored_key)
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's SaltedPassword, Hi(password, salt, i): PBKDF2 of `iterations` rounds, the
+    whole cost of SCRAM (milliseconds at 4,096)."""
+    return hashlib.pbkdf2_hmac(_digest(mechanism), password.encode(), salt, iterations)
+
+
+def _keys(digest: str, salted: bytes) -> tuple[bytes, bytes, bytes]:
+    """(ClientKey, StoredKey, ServerKey) of a SaltedPassword (RFC 5802, section 3)."""
+    client_key = _hmac(digest, salted, b"Client Key")
+    return client_key, hashlib.new(digest, client_key).digest(), _hmac(digest, salted, b"Server Key")
 
 
 class AuthenticationFailed(Exception):
@@ -200,6 +217,108 @@ class ScramServer:
         size = hashlib.new(self.digest).digest_size
         salt = hmac.new(_FAKE_KEY, f"{self.mechanism}\0{user}".encode(), "sha256").digest()[:SALT_BYTES]
         return ScramCredential(salt, os.urandom(size), os.urandom(size), MIN_ITERATIONS)
+
+
+class ScramClient:
+    """The client's side of one exchange (RFC 5802, section 5): `first()` is client-first,
+    `final(server-first)` client-final, `verify(server-final)` checks the server's signature
+    (a server that does not hold our credential cannot make it) and ends the exchange.
+    Any failure raises AuthenticationFailed, saying what the server did wrong or refused.
+
+    `salted`: where SaltedPassword comes from for (salt, iterations); by default computed
+    (PBKDF2, milliseconds), and a caller that logs in often keeps the results (RFC 5802,
+    section 5.1, allows a client to cache it: it depends on the password, salt and count only)."""
+
+    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None,
+                 salted: Callable[[bytes, int], bytes] | None = None):
+        """`nonce`: the client's nonce (tests); random by default."""
+        self.mechanism = mechanism
+        self.digest = _digest(mechanism)
+        self.user = user
+        self.salted = salted or (lambda salt, iterations: salted_password(mechanism, password, salt, iterations))
+        self.nonce = secrets.token_urlsafe(24) if nonce is None else nonce
+        if not _NONCE.fullmatch(self.nonce):
+            raise ValueError("a SCRAM nonce is printable ASCII without ','")
+        self.done = False
+        self._state = "first"  # then "final", "verify", "over"
+        self._client_first_bare = f"n={_escape(user)},r={self.nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        self._advance("first", "final")
+        return ("n,," + self._client_first_bare).encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        self._advance("final", "verify")
+        text = self._text(server_first, "server-first")
+        if text.startswith("e="):
+            self._fail(f"the server refused: {text[2:]}")
+        if text.startswith("m="):
+            self._fail("the server asks for a mandatory extension")
+        attributes = text.split(",")
+        if (len(attributes) < 3 or not attributes[0].startswith("r=") or not attributes[1].startswith("s=")
+                or not attributes[2].startswith("i=")):
+            self._fail("malformed server-first (expected r=<nonce>,s=<salt>,i=<iterations>)")
+        nonce = attributes[0][2:]
+        if not nonce.startswith(self.nonce) or len(nonce) == len(self.nonce) or not _NONCE.fullmatch(nonce):
+            self._fail("the server's nonce does not extend ours")
+        try:
+            salt = base64.b64decode(attributes[1][2:], validate=True)
+        except ValueError:
+            salt = b""
+        if not salt:
+            self._fail("malformed server-first (salt)")
+        iterations_text = attributes[2][2:]
+        if not re.fullmatch(r"[0-9]{1,10}", iterations_text):
+            self._fail("malformed server-first (iterations)")
+        iterations = int(iterations_text)
+        if not MIN_ITERATIONS <= iterations <= MAX_CLIENT_ITERATIONS:
+            self._fail(f"the server asks for {iterations} iterations (at least {MIN_ITERATIONS}, "
+                       f"at most {MAX_CLIENT_ITERATIONS})")
+        client_key, stored_key, server_key = _keys(self.digest, self.salted(salt, iterations))
+        without_proof = f"c={_b64(b'n,,')},r={nonce}"
+        auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
+        proof = bytes(a ^ b for a, b in zip(client_key, _hmac(self.digest, stored_key, auth_message)))
+        self._server_signature = _hmac(self.digest, server_key, auth_message)
+        return f"{without_proof},p={_b64(proof)}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        self._advance("verify", "over")
+        text = self._text(server_final, "server-final")
+        if text.startswith("e="):
+            self._fail(f"the server refused: {text[2:]}")
+        if not text.startswith("v="):
+            self._fail("malformed server-final")
+        try:
+            signature = base64.b64decode(text[2:].split(",", 1)[0], validate=True)
+        except ValueError:
+            signature = b""
+        if not hmac.compare_digest(signature, self._server_signature):
+            self._fail("the server's signature is wrong: it does not hold this user's credential")
+        self.done = True
+
+    def _advance(self, expected: str, then: str) -> None:
+        if self._state != expected:
+            self._state = "over"
+            self._fail(f"{expected} step out of order")
+        self._state = then
+
+    def _text(self, message: bytes, name: str) -> str:
+        if len(message) > MAX_MESSAGE_BYTES:
+            self._fail(f"{name} of {len(message)} bytes (at most {MAX_MESSAGE_BYTES})")
+        try:
+            return message.decode()
+        except UnicodeDecodeError:
+            self._fail(f"{name} is not UTF-8")
+
+    def _fail(self, reason: str):
+        self._state = "over"
+        raise AuthenticationFailed(f"{self.mechanism} authentication of {self.user!r} failed: {reason}")
+
+
+def _escape(user: str) -> str:
+    """A user name as RFC 5802 writes it: "=" as =3D, "," as =2C."""
+    return user.replace("=", "=3D").replace(",", "=2C")
 
 
 def _unescape(saslname: str) -> str | None:

@@ -9,12 +9,20 @@ next: the live brokers of the last answer first, then the bootstrap addresses, s
 that goes away is replaced by another. When none answers, the coordinator keeps serving
 from the last view, says which addresses it tried (one log line per failed round) and
 tries again with a backoff that grows to `max_age`; the view's age is a metric.
+
+The connection speaks what `security` says (`gateway_security_protocol`, as the gateway's
+links do): TLS (trio's SSLStream, the broker's certificate checked) and a SASL login
+before the first request. Both are made elsewhere (`security.upstream`, a layer this one
+does not import) and handed in; a broker that refuses them is left for the next like one
+that cannot be reached, and counted as "tls" or "authentication".
 """
 
 from __future__ import annotations
 
 import math
+import ssl
 from collections.abc import Sequence
+from typing import Protocol
 
 import structlog
 import trio
@@ -34,12 +42,36 @@ WANT_INTERVAL = 0.25  # seconds: the least time between two refreshes asked for 
 CLIENT_ID = "groupkeeper"
 
 
+class Login(Protocol):
+    """One connection's SASL login, sans I/O (`security.upstream.Login`)."""
+
+    def first(self) -> bytes:
+        """The first request, a whole frame (size included)."""
+
+    def feed(self, frame: bytes) -> bytes | None:
+        """The next request for the answer `frame` (without its size); None: authenticated.
+        Raises PermissionError (the broker refused, or answered wrongly), saying why."""
+
+
+class Security(Protocol):
+    """How to connect to the brokers (`security.upstream.UpstreamSecurity`)."""
+    tls: ssl.SSLContext | None  # None: no TLS
+
+    def server_hostname(self, host: str) -> str:
+        """The name the broker's certificate is checked against."""
+
+    def login(self) -> Login | None:
+        """A new login for a connection; None: no SASL."""
+
+
 class BrokerTopics(TopicView):
-    def __init__(self, bootstrap: Sequence[tuple[str, int]], max_age: float, timeout: float = 10.0):
+    def __init__(self, bootstrap: Sequence[tuple[str, int]], max_age: float, timeout: float = 10.0,
+                 security: Security | None = None):
         super().__init__()
         self.bootstrap = list(bootstrap)
         self.max_age = max_age
-        self.timeout = timeout  # for connecting, and for each answer
+        self.timeout = timeout  # for connecting (TLS and SASL included), and for each answer
+        self.security = security  # None: PLAINTEXT
         self.log = structlog.get_logger("groupkeeper.topics").bind(source="brokers")
         self._connection: _BrokerConnection | None = None
         self._wanted = trio.Event()
@@ -72,7 +104,8 @@ class BrokerTopics(TopicView):
             try:
                 with trio.fail_after(self.timeout):
                     answer = await self._ask(address)
-            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError, _Refused) as exc:
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError, _Refused,
+                    _NotAdmitted) as exc:
                 kind, text = _failure(exc)
                 tried.append(f"{address[0]}:{address[1]} ({text})")
                 metrics.TOPIC_METADATA_FAILURES.labels(kind).inc()
@@ -95,7 +128,7 @@ class BrokerTopics(TopicView):
 
     async def _ask(self, address: tuple[str, int]):
         if self._connection is None:
-            self._connection = await _BrokerConnection.open(address)
+            self._connection = await _BrokerConnection.open(address, self.security)
             self.api_versions = await self._connection.api_versions()
         low, high = self.api_versions.get(METADATA.key, (0, -1))
         version = min(high, METADATA_VERSIONS[1])
@@ -132,29 +165,94 @@ class _Refused(Exception):
     """A broker that answered, but not what we can use."""
 
 
+class _NotAdmitted(Exception):
+    """TLS or the SASL login with a broker failed."""
+
+    def __init__(self, kind: str, text: str):
+        super().__init__(text)
+        self.kind = kind  # "tls" or "authentication"
+
+
 def _failure(exc: BaseException) -> tuple[str, str]:
     """(kind, as a metric's label; what happened, for the log)."""
     if isinstance(exc, trio.TooSlowError):
         return "timeout", "no answer in time"
+    if isinstance(exc, _NotAdmitted):
+        return exc.kind, str(exc)
     if isinstance(exc, (ProtocolError, _Refused)):
         return "bad answer", str(exc)
     if isinstance(exc, trio.BrokenResourceError):
+        if isinstance(exc.__cause__, ssl.SSLError):  # an alert after the handshake (a certificate refused)
+            return "tls", _tls_text(exc.__cause__)
         return "connection lost", str(exc) or "connection lost"
     return "unreachable", str(exc) or type(exc).__name__
+
+
+def _tls_text(exc: ssl.SSLError) -> str:
+    verify = getattr(exc, "verify_message", None)
+    return f"TLS: {exc.reason or exc}" + (f" ({verify})" if verify else "")
 
 
 class _BrokerConnection:
     """One connection to a broker speaking our codec, a request at a time."""
 
-    def __init__(self, address: tuple[str, int], stream: trio.SocketStream):
+    def __init__(self, address: tuple[str, int], stream: trio.abc.Stream, transport: trio.SocketStream):
         self.address = address
-        self.stream = stream
+        self.stream = stream  # the transport, or TLS over it
+        self.transport = transport
         self.reader = FrameReader(MAX_ANSWER_BYTES)
         self.correlation = 0
 
     @classmethod
-    async def open(cls, address: tuple[str, int]) -> _BrokerConnection:
-        return cls(address, await trio.open_tcp_stream(*address))
+    async def open(cls, address: tuple[str, int], security: Security | None = None) -> _BrokerConnection:
+        """Connected, through TLS and SASL if `security` asks for them."""
+        transport = await trio.open_tcp_stream(*address)
+        try:
+            stream: trio.abc.Stream = transport
+            if security is not None and security.tls is not None:
+                stream = trio.SSLStream(transport, security.tls, server_hostname=security.server_hostname(address[0]))
+                try:
+                    await stream.do_handshake()
+                except trio.BrokenResourceError as exc:
+                    cause = exc.__cause__
+                    raise _NotAdmitted("tls", _tls_text(cause) if isinstance(cause, ssl.SSLError) else
+                                       f"TLS: {cause or exc}") from None
+            connection = cls(address, stream, transport)
+            login = security.login() if security is not None else None
+            if login is not None:
+                await connection.log_in(login)
+        except BaseException:
+            transport.socket.close()
+            raise
+        return connection
+
+    async def log_in(self, login: Login) -> None:
+        request = login.first()
+        while request is not None:
+            try:
+                await self.stream.send_all(request)
+                answer = await self._answer()
+            except trio.BrokenResourceError as exc:
+                if isinstance(exc.__cause__, ssl.SSLError):
+                    raise _NotAdmitted("tls", _tls_text(exc.__cause__)) from None
+                raise _NotAdmitted("authentication", f"the broker went away during SASL: {exc}") from None
+            except ProtocolError as exc:
+                raise _NotAdmitted("authentication", f"bad frame from the broker during SASL: {exc}") from None
+            try:
+                request = login.feed(answer)
+            except PermissionError as exc:  # security.upstream.LoginFailed
+                raise _NotAdmitted("authentication", str(exc)) from None
+
+    async def _answer(self) -> bytes:
+        """The next answer frame (one only: a request is answered before the next is sent)."""
+        while not (frames := self.reader.frames()):
+            data = await self.stream.receive_some(65536)
+            if not data:
+                raise trio.BrokenResourceError("closed by the broker")
+            self.reader.feed(data)
+        if len(frames) > 1:
+            raise _Refused("answered more than was asked")
+        return frames[0]
 
     async def api_versions(self) -> dict[int, tuple[int, int]]:
         """The broker's API ranges (ApiVersions v3, or v0 if it does not speak v3)."""
@@ -170,17 +268,10 @@ class _BrokerConnection:
         self.correlation += 1
         await self.stream.send_all(encode_request(
             RequestHeader(api.key, version, self.correlation, CLIENT_ID), build(api.request.struct, body)))
-        while not (frames := self.reader.frames()):
-            data = await self.stream.receive_some(65536)
-            if not data:
-                raise trio.BrokenResourceError("closed by the broker")
-            self.reader.feed(data)
-        if len(frames) > 1:
-            raise _Refused("answered more than was asked")
-        correlation_id, answer = decode_response(api.key, version, frames[0])
+        correlation_id, answer = decode_response(api.key, version, await self._answer())
         if correlation_id != self.correlation:
             raise _Refused(f"answered request {correlation_id}, not {self.correlation}")
         return answer
 
     def close(self) -> None:
-        self.stream.socket.close()
+        self.transport.socket.close()
