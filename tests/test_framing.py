@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import FrameError, FrameReader, frame
+from protocol.framing import WholeFrames
 
 SIZE = struct.Struct(">i").pack
 
@@ -176,3 +177,31 @@ def test_a_stream_that_always_ends_mid_frame_does_not_grow_the_buffer():
     assert reader.buffered == 0
     # bounded by the reader's compaction threshold (64 KiB), not by the stream's length
     assert largest < 256 * 1024, f"buffer grew to {largest} bytes over a {len(stream)}-byte stream"
+
+
+# -- WholeFrames: a relay's frames, sizes kept, one copy at most ------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(payloads=payloads, cuts=st.lists(st.integers(0, 10_000), max_size=20))
+def test_whole_frames_are_the_frames_with_their_sizes_for_any_chunking(payloads, cuts):
+    stream = b"".join(frame(p) for p in payloads)
+    reader, out = WholeFrames(), []
+    for chunk in split_at(stream, cuts):
+        out += reader.feed(chunk)
+    assert [bytes(f) for f in out] == [frame(p) for p in payloads]
+    assert reader.buffered == 0
+
+
+def test_a_whole_frame_fed_alone_is_passed_on_without_a_copy():
+    chunk = frame(b"x" * 1000)
+    assert WholeFrames().feed(chunk)[0] is chunk
+
+
+def test_whole_frames_refuse_sizes_as_the_reader_does():
+    with pytest.raises(FrameError):
+        WholeFrames().feed(SIZE(-1))
+    reader = WholeFrames(max_frame=10)
+    reader.feed(b"\x00\x00")
+    with pytest.raises(FrameError):
+        reader.feed(b"\x00\x0b")  # its size completes across chunks: 11 > 10
+    assert WholeFrames(max_frame=10).feed(frame(b"x" * 10)) == [frame(b"x" * 10)]

@@ -37,11 +37,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
-from protocol import FrameReader, ProtocolError
+from protocol import ProtocolError
+from protocol.framing import WholeFrames
 
 from .. import logs, metrics
 from ..security.tls import TLSSocket
 from ..security.upstream import Login, LoginFailed, UpstreamSecurity
+from ..serving.outbox import Outbox
 
 if TYPE_CHECKING:
     from ..serving.connection import ClientConnection
@@ -118,9 +120,9 @@ class BrokerLink:
         self.address = address  # (host, port) as the cluster names it
         self.security = security
         self.log = connection.log.bind(broker=f"{address[0]}:{address[1]}")
-        self.reader = FrameReader(connection.host.limits.max_request_bytes)
-        self.out = bytearray()  # requests the kernel has not taken yet
-        self.queued = bytearray()  # the client's requests while the link is not READY yet
+        self.reader = WholeFrames(connection.host.limits.max_request_bytes)  # answers as they came, sizes kept
+        self.out = Outbox()  # requests the kernel has not taken yet
+        self.queued = Outbox()  # the client's requests while the link is not READY yet
         self.waiting: deque[Waiting] = deque()
         self.login: Login | None = None  # the SASL exchange, while in it
         self.timer: trio.CancelScope | None = None  # the deadline for TLS and SASL, while they run
@@ -143,30 +145,29 @@ class BrokerLink:
 
     @property
     def busy(self) -> bool:
-        return len(self.out) + len(self.queued) > self.connection.host.limits.max_queued_reply_bytes
+        return self.out.size + self.queued.size > self.connection.host.limits.max_queued_reply_bytes
 
     def send(self, frame: bytes, waiting: Waiting | None) -> None:
         """Relay one request frame (without its size); `waiting` None: it has no answer."""
         if waiting is not None:
             self.waiting.append(waiting)
-        data = _SIZE.pack(len(frame)) + frame
-        if self.stage:  # not through yet: after the link's own requests
-            self.queued += data
-            return
-        if self.out:
-            self.out += data
-            return
+        box = self.queued if self.stage else self.out  # not through yet: after the link's own requests
+        box.add(_SIZE.pack(len(frame)))  # size and frame as two buffers: a Produce's records are not copied
+        box.add(frame)
+        if box is self.out and box.size == 4 + len(frame):  # nothing else waits for the socket: now
+            self._flush()
+            if self.out and not self.closed:
+                self._watch()
+
+    def _flush(self) -> None:
         try:
-            sent = self.sock.send(data)
+            self.out.send(self.sock)
         except BlockingIOError:
-            sent = 0
+            pass
         except ssl.SSLError as exc:
-            return self._refused("tls", str(exc.reason or exc))
+            self._refused("tls", str(exc.reason or exc))
         except OSError as exc:
-            return self.close(f"broker went away: {exc.strerror or exc}")
-        if sent < len(data):
-            self.out += memoryview(data)[sent:]
-            self._watch()
+            self.close(f"broker went away: {exc.strerror or exc}")
 
     def writable(self) -> None:
         if self.stage == CONNECTING:
@@ -179,15 +180,9 @@ class BrokerLink:
         if self.stage == TLS:
             return self._handshake()
         if self.out:
-            try:
-                sent = self.sock.send(self.out)
-            except BlockingIOError:
+            self._flush()
+            if self.closed:
                 return
-            except ssl.SSLError as exc:
-                return self._refused("tls", str(exc.reason or exc))
-            except OSError as exc:
-                return self.close(f"broker went away: {exc.strerror or exc}")
-            del self.out[:sent]
         self._watch()
         if not self.out and not self.stage and self.connection.backlog:  # its client waited for room here
             self.connection.go_on()
@@ -211,9 +206,8 @@ class BrokerLink:
             return self.close("closed by the broker")
         if not self.stage:  # relayed bytes (the login's own are not)
             self.gateway.received(self, len(data))
-        self.reader.feed(data)
         try:
-            frames = self.reader.frames()
+            frames = self.reader.feed(data)
         except ProtocolError as exc:
             if self.stage == SASL:
                 return self._refused("authentication", f"bad frame from the broker during SASL: {exc}")
@@ -226,10 +220,10 @@ class BrokerLink:
             if not self.waiting:
                 return self.close("the broker answered what was not asked")
             pending, correlation_id, rewrite = self.waiting.popleft()
-            if len(frame) < 4 or _CORRELATION.unpack_from(frame)[0] != correlation_id:
+            if len(frame) < 8 or _CORRELATION.unpack_from(frame, 4)[0] != correlation_id:
                 return self.close("the broker answered out of order")
-            try:
-                answer = _SIZE.pack(len(frame)) + frame if rewrite is None else rewrite(frame)
+            try:  # passed on as it came, size and all, unless it names brokers
+                answer = frame if rewrite is None else rewrite(frame[4:])
             except ProtocolError as exc:  # an answer we must rewrite and cannot read
                 return self.close(f"unreadable answer from the broker: {exc}")
             pending.resolve(_Answer(answer))
@@ -283,7 +277,7 @@ class BrokerLink:
         if self.login is None:
             return self._through()
         self.stage = SASL
-        self.out += self.login.first()
+        self.out.add(self.login.first())
         self.writable()
 
     def _logging_in(self, frames: list[bytes]) -> list[bytes]:
@@ -291,14 +285,14 @@ class BrokerLink:
         that answers only what it is asked)."""
         for i, frame in enumerate(frames):
             try:
-                request = self.login.feed(frame)
+                request = self.login.feed(frame[4:])
             except LoginFailed as exc:
                 self._refused("authentication", str(exc))
                 return []
             if request is None:
                 self._through()
                 return frames[i + 1:]
-            self.out += request
+            self.out.add(request)
             self.writable()
             if self.closed:
                 return []
@@ -311,9 +305,7 @@ class BrokerLink:
         if self.timer is not None:
             self.timer.cancel()
             self.security.through(self)
-        if self.queued:
-            self.out += self.queued
-            self.queued = bytearray()
+        self.out.take(self.queued)
         self.writable()
 
     async def _expire(self, deadline: float) -> None:
@@ -343,7 +335,7 @@ class BrokerLink:
         self.connection.host.detach(self)
         self.sock.close()
         self.waiting.clear()
-        self.queued = bytearray()
+        self.queued = Outbox()
         self.gateway.closed(self, reason)
         self.connection.close(f"broker link: {reason}")
 

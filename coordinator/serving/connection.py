@@ -31,6 +31,7 @@ from protocol.schemas import API_VERSIONS, HEARTBEAT
 
 from .. import metrics
 from .interfaces import CloseConnection
+from .outbox import Outbox
 from .pending import Answer, Pending
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class ClientConnection:
         self.log = host.log.bind(peer=f"{peer[0]}:{peer[1]}")
         self.reader = FrameReader(host.limits.max_request_bytes)
         self.replies: deque[bytes | _Reply] = deque()  # ready answers, and places kept for answers to come
-        self.out = bytearray()  # answers the kernel has not taken yet: sent as the socket becomes writable
+        self.out = Outbox()  # answers the kernel has not taken yet: sent as the socket becomes writable
         self.bytes = 0  # answers made and not yet sent
         self.backlog: list[bytes] = []  # frames read while paused, handled when it goes on
         self.in_flight = 0  # requests waiting in tasks of their own
@@ -295,10 +296,11 @@ class ClientConnection:
             replies.popleft()
         if not out or self.closed:
             return
-        data = b"".join(out)
         if self.out:  # waiting for the socket: these go after its bytes
-            self.out += data
+            for data in out:
+                self.out.add(data)
             return
+        data = out[0] if len(out) == 1 else b"".join(out)  # a large relayed answer is not copied
         try:
             sent = self.sock.send(data)
         except BlockingIOError:
@@ -307,17 +309,16 @@ class ClientConnection:
             return self.close("peer went away")
         self.bytes -= sent
         if sent < len(data):
-            self.out += memoryview(data)[sent:]
+            self.out.add(memoryview(data)[sent:])
             self._watch()
 
     def writable(self) -> None:
         try:
-            sent = self.sock.send(self.out)
+            sent = self.out.send(self.sock)
         except BlockingIOError:
             return
         except OSError:
             return self.close("peer went away")
-        del self.out[:sent]
         self.bytes -= sent
         if self.out:
             return
