@@ -2,7 +2,8 @@
 # The system packages groupkeeper needs, from Debian: ZooKeeper and a Java runtime (which
 # PySpark uses too), Chromium, in which the tests render the analysis report, and promtool,
 # with which they check deploy/prometheus/ (Debian ships it in the `prometheus` package, ~19 MB;
-# where systemd runs, installing it also starts a Prometheus server on :9090).
+# where systemd runs, installing it also starts a Prometheus server on :9090), and HAProxy, the
+# plain TCP relay `groupkeeper bench gateway` measures the gateway against.
 # Installs them with apt-get when missing and running as root; otherwise says what to install.
 set -euo pipefail
 
@@ -12,11 +13,13 @@ missing=()
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+haproxy_bin=/usr/sbin/haproxy  # not on a non-root user's PATH on Debian
+[ -x "$haproxy_bin" ] || command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "groupkeeper needs ZooKeeper, Java, Chromium and promtool: install the Debian packages: ${missing[*]}" >&2
+    echo "groupkeeper needs ZooKeeper, Java, Chromium, promtool and HAProxy: install the Debian packages: ${missing[*]}" >&2
     echo "  (as root: apt-get update && apt-get install -y ${missing[*]})" >&2
     exit 1
 fi
@@ -26,7 +29,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 [ -f "$zk_jar" ] && command -v java >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 \
-    && command -v promtool >/dev/null 2>&1 || {
-    echo "apt-get finished but $zk_jar, java, chromium or promtool is still missing" >&2
+    && command -v promtool >/dev/null 2>&1 && { [ -x "$haproxy_bin" ] || command -v haproxy >/dev/null 2>&1; } || {
+    echo "apt-get finished but $zk_jar, java, chromium, promtool or haproxy is still missing" >&2
     exit 1
 }

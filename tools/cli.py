@@ -480,6 +480,36 @@ def bench_security(as_json: bool, seconds: float, profile_dir: str | None) -> No
                security.SecurityBenchError)
 
 
+@bench.command("gateway")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--records", default=300_000, show_default=True, type=click.IntRange(2, 100_000_000),
+              help="Records produced as fast as possible, then read back, per mode and round.")
+@click.option("--size", default=1024, show_default=True, type=click.IntRange(8, 1_000_000),
+              help="Bytes of each record's value.")
+@click.option("--rate", default=2000.0, show_default=True, type=click.FloatRange(1, 1_000_000),
+              help="Records per second of the latency phase.")
+@click.option("--seconds", default=4.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              help="Length of the latency phase, per mode and round.")
+@click.option("--partitions", default=4, show_default=True, type=click.IntRange(1, 1000),
+              help="Partitions of the topics.")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1, 100),
+              help="Rounds, the modes interleaved (each first in turn); MB/s is the median round's.")
+@click.option("--profile", "profile_dir", type=click.Path(file_okay=False), default=None,
+              help="Sample the gateway with py-spy during its phases: gateway-PHASE-ROUND.raw in this "
+                   "directory, their summary in the results (a sampled run's figures are skewed).")
+def bench_gateway(as_json: bool, records: int, size: int, rate: float, seconds: float, partitions: int,
+                  rounds: int, profile_dir: str | None) -> None:
+    """The gateway's data path beside a plain TCP relay (HAProxy) and the broker itself (Tansu),
+    in one run, with librdkafka clients: produce and fetch MB/s, produce latency at a fixed
+    rate, the relay's CPU. Exit status 1 if a mode did not read back every record."""
+    from .bench import gateway
+    settings = gateway.Settings(records=records, size=size, rate=rate, seconds=seconds, partitions=partitions,
+                                rounds=rounds, profile=profile_dir)
+    result = _run_bench(lambda: gateway.run(settings), gateway.table, as_json, gateway.GatewayBenchError)
+    if not result["complete"]:
+        raise SystemExit(1)
+
+
 @bench.command("rebalance")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--members", default=100, show_default=True, type=click.IntRange(1, 1000),

