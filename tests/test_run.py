@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -14,10 +15,21 @@ from coordinator.store.zkserver import four_letter_word
 from coordinator.store.zkserver import free_port
 
 
-def _start(*args: str) -> subprocess.Popen:
+def _isolated(tmp_path, **flags: str | None) -> list[str]:
+    """Flags of `groupkeeper run` that keep it off this machine's state: every socket it may
+    open on a free port, not on the defaults (9094, 9095 and 2181: `make run`'s, which may be
+    up, whatever order start-up checks and binds in), and its data under `tmp_path`, not
+    ./var/groupkeeper. `flags` win, by option name with "_" for "-"; None leaves an option out
+    (for a config file that sets it)."""
+    chosen = {"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}", "metrics_listen": f"127.0.0.1:{free_port()}",
+              "embedded_zookeeper_port": str(free_port()), "data_dir": str(tmp_path), **flags}
+    return [arg for name, value in chosen.items() if value is not None
+            for arg in ("--" + name.replace("_", "-"), value)]
+
+
+def _start(tmp_path, *args: str, **flags: str | None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tools", "run", "--log-format", "json",
-                             "--listeners", f"PLAINTEXT://127.0.0.1:{free_port()}",
-                             "--metrics-listen", f"127.0.0.1:{free_port()}", *args],
+                             *_isolated(tmp_path, **flags), *args],
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -41,8 +53,7 @@ def _stop(proc: subprocess.Popen) -> int:
 
 def test_run_with_an_embedded_zookeeper(tmp_path):
     port = free_port()
-    proc = _start("--data-dir", str(tmp_path), "--embedded-zookeeper-port", str(port),
-                  "--instance-id", "3")
+    proc = _start(tmp_path, "--instance-id", "3", embedded_zookeeper_port=str(port))
     try:
         _wait_for(proc, "instance registered")
         client = KazooClient(hosts=f"127.0.0.1:{port}")
@@ -65,16 +76,17 @@ def test_run_with_an_embedded_zookeeper(tmp_path):
 
 
 def test_run_with_an_existing_zookeeper_registers_and_deregisters(zookeeper, tmp_path):
-    proc = _start("--zookeeper", zookeeper.connect_string, "--data-dir", str(tmp_path),
-                  "--instance-id", "41")
+    proc = _start(tmp_path, "--zookeeper", zookeeper.connect_string, "--instance-id", "41")
     client = KazooClient(hosts=zookeeper.connect_string)
     client.start(timeout=10)
     try:
         _wait_for(proc, "instance registered")
         assert client.exists("/groupkeeper/instances/41") is not None
+        # on ports of its own: its listener is bound before it registers, and one in use
+        # would stop it first
         second = subprocess.run([sys.executable, "-m", "tools", "run", "--zookeeper",
-                                 zookeeper.connect_string, "--instance-id", "41", "--metrics-listen", "",
-                                 "--data-dir", str(tmp_path)],
+                                 zookeeper.connect_string, "--instance-id", "41",
+                                 *_isolated(tmp_path, metrics_listen="")],
                                 capture_output=True, text=True, timeout=60)
         assert second.returncode == 1
         assert "instance id 41 is already registered" in second.stderr
@@ -89,10 +101,10 @@ def test_run_with_an_existing_zookeeper_registers_and_deregisters(zookeeper, tmp
 
 
 @pytest.mark.parametrize("text, message", [
-    ('listeners = ["PLAINTEXT://127.0.0.1:9094"]\nzookeper = "localhost:2181"\n', "unknown key 'zookeper'"),
+    ('listeners = ["PLAINTEXT://127.0.0.1:0"]\nzookeper = "localhost:2181"\n', "unknown key 'zookeper'"),
     ("group_max_record_bytes = 10\n", "key 'group_max_record_bytes' must be between 65536 and 67108864, not 10"),
     ("listeners = [9094]\n", "key 'listeners' must be a list of strings, not [9094]"),
-    ('listeners = ["HTTP://127.0.0.1:9094"]\n', "listener HTTP has no security protocol"),
+    ('listeners = ["HTTP://127.0.0.1:0"]\n', "listener HTTP has no security protocol"),
     ('listeners = ["PLAINTEXT://0.0.0.0:0"]\n', "binds every address: say in advertised_listeners"),
     ('listeners = ["SASL_SSL://127.0.0.1:0"]\n', "an SSL or SASL_SSL listener needs ssl_certfile and ssl_keyfile"),
     ('listeners = ["SASL_PLAINTEXT://127.0.0.1:0"]\nsasl_enabled_mechanisms = ["GSSAPI"]\n',
@@ -106,7 +118,11 @@ def test_run_with_an_existing_zookeeper_registers_and_deregisters(zookeeper, tmp
 def test_a_bad_config_value_names_itself(tmp_path, text, message):
     config = tmp_path / "bad.toml"
     config.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "tools", "run", "--config", str(config)],
+    # free ports for what the file leaves to its defaults: a value found wrong only after
+    # something started (an embedded ZooKeeper, a listener) must not need 2181 or 9094
+    own = {"listeners": None} if re.search(r"^listeners\s*=", text, re.M) else {}
+    done = subprocess.run([sys.executable, "-m", "tools", "run", "--config", str(config),
+                           *_isolated(tmp_path, **own)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert message in done.stderr
@@ -114,16 +130,17 @@ def test_a_bad_config_value_names_itself(tmp_path, text, message):
 
 
 def test_an_unreachable_zookeeper_is_one_clear_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "tools", "run", "--zookeeper", "127.0.0.1:1",
-                           "--zk-session-timeout", "2", "--data-dir", str(tmp_path)],
+    dead = free_port()  # nothing listens there
+    done = subprocess.run([sys.executable, "-m", "tools", "run", "--zookeeper", f"127.0.0.1:{dead}",
+                           "--zk-session-timeout", "2", *_isolated(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines()[-1] == "Error: cannot connect to ZooKeeper at 127.0.0.1:1"
+    assert done.stderr.strip().splitlines()[-1] == f"Error: cannot connect to ZooKeeper at 127.0.0.1:{dead}"
 
 
 def test_brokers_that_are_not_host_port_are_one_clear_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "tools", "run", "--brokers", "kafka-1:9092,kafka-2",
-                           "--zookeeper", "127.0.0.1:1", "--data-dir", str(tmp_path)],
+                           "--zookeeper", f"127.0.0.1:{free_port()}", *_isolated(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == ["Error: brokers: 'kafka-2' is not HOST:PORT"]
@@ -131,7 +148,7 @@ def test_brokers_that_are_not_host_port_are_one_clear_line(tmp_path):
 
 def test_no_broker_reachable_at_start_up_names_the_addresses_and_serves_anyway(zookeeper, tmp_path):
     dead = [free_port(), free_port()]
-    proc = _start("--zookeeper", zookeeper.connect_string, "--data-dir", str(tmp_path), "--instance-id", "43",
+    proc = _start(tmp_path, "--zookeeper", zookeeper.connect_string, "--instance-id", "43",
                   "--brokers", ",".join(f"127.0.0.1:{p}" for p in dead))
     try:
         warning = _wait_for(proc, "no broker answered Metadata: serving from what was known")
