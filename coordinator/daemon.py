@@ -77,9 +77,6 @@ async def run(config: dict[str, Any]) -> None:
         config = {**config, "gateway": config["embedded_broker"]}
     if config["gateway"] and config["brokers"]:
         raise StartupError("gateway names the cluster's brokers already: give gateway or brokers, not both")
-    if config["gateway"] and config["acls"]:
-        raise StartupError("acls with gateway: requests relayed to the brokers are not authorized against "
-                           "groupkeeper's ACLs yet, so the two are refused together (docs/security.md)")
     source = "gateway" if config["gateway"] else "brokers"
     try:
         bootstrap = parse_addresses(config[source]) if config[source] else None
@@ -274,6 +271,8 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000,
                 config["max_connections_per_ip"], config["request_read_timeout_ms"] / 1000,
                 config["max_queued_reply_bytes"]), Security(tls, authentication))
+            if gateway is not None:
+                await gateway.prepare()
             await nursery.start(server.serve, listeners)
             if gateway is not None:
                 await nursery.start(gateway.run, server)

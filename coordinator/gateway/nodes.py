@@ -23,6 +23,7 @@ from collections.abc import Callable
 import trio
 
 from protocol import ProtocolError
+from protocol.framing import frame as framed
 from protocol.peek import head, produce_acks
 from protocol.schemas import METADATA, PRODUCE
 
@@ -69,8 +70,7 @@ class Gateway:
     async def run(self, server, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Keep the node ports in step with the cluster's brokers, for ever."""
         self.server = server
-        for address in self.topics.bootstrap:
-            await self._resolve(address)
+        await self.prepare()
         await self._sync()
         task_status.started()
         while True:
@@ -78,6 +78,12 @@ class Gateway:
                 await self._changed.wait()
             self._changed = trio.Event()
             await self._sync()
+
+    async def prepare(self) -> None:
+        """Look the bootstrap brokers up: before the listeners serve, so that a client's first
+        relayed request has a broker to go to even before the cluster's nodes are known."""
+        for address in self.topics.bootstrap:
+            await self._resolve(address)
 
     async def _sync(self) -> None:
         brokers = dict(self.topics.brokers)
@@ -149,9 +155,11 @@ class Gateway:
 
     # -- relaying ------------------------------------------------------------------------
 
-    def relay(self, connection, frame: bytes) -> Pending | None:
+    def relay(self, connection, frame: bytes, merge: Callable[[bytes], bytes] | None = None) -> Pending | None:
         """Pass `frame` to the connection's broker; its answer (rewritten if it names
-        brokers) completes the Pending returned; None for a Produce with acks=0, which has none."""
+        brokers) completes the Pending returned; None for a Produce with acks=0, which has none.
+        `merge` (with ACLs: the authorization's errors, answers filtered) changes the answer
+        (a frame without its size) before it is rewritten."""
         try:
             api_key, api_version, correlation_id = head(frame)
             no_answer = api_key == PRODUCE.key and produce_acks(frame) == 0
@@ -165,7 +173,8 @@ class Gateway:
             link.send(frame, None)
             return None
         pending = Pending()
-        link.send(frame, (pending, correlation_id, self._rewriter(api_key, api_version, connection.client.listener.name)))
+        link.send(frame, (pending, correlation_id,
+                          self._rewriter(api_key, api_version, connection.client.listener.name, merge)))
         return pending
 
     def answer(self, frame: bytes) -> Pending:
@@ -174,12 +183,17 @@ class Gateway:
         pending.resolve(lambda: frame)
         return pending
 
-    def _rewriter(self, api_key: int, api_version: int, listener: str) -> Callable[[bytes], bytes] | None:
+    def _rewriter(self, api_key: int, api_version: int, listener: str,
+                  merge: Callable[[bytes], bytes] | None = None) -> Callable[[bytes], bytes] | None:
         lowest = rewrite.REWRITTEN.get(api_key)
         if lowest is None or api_version < lowest:
-            return None
+            if merge is None:
+                return None
+            return lambda frame: framed(merge(frame))
         exposed = self.exposed(listener)
         extra = self.coordinator_nodes(listener) if api_key == METADATA.key else []
+        if merge is not None:
+            return lambda frame: rewrite.rewrite_frame(api_key, api_version, merge(frame), exposed, extra)
         return lambda frame: rewrite.rewrite_frame(api_key, api_version, frame, exposed, extra)
 
     def _link(self, connection) -> BrokerLink:
