@@ -240,7 +240,9 @@ def test_a_gateway_without_the_client_certificate_a_broker_asks_for_is_refused(u
     try:
         assert _relay_closed(a.port)
         entry = a.wait_for_log(REFUSED_TLS)
-        assert "CERTIFICATE_REQUIRED" in entry["reason"]
+        # TLS 1.3: the broker refuses the certificate after our side of the handshake ended;
+        # its alert is read, or lost when it resets the connection with our request unread
+        assert "CERTIFICATE_REQUIRED" in entry["reason"] or entry["reason"].endswith("before its first answer")
         assert not _events(a, "broker node reachable")
     finally:
         assert a.stop() == 0

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 READ_SIZE = 256 * 1024  # bytes asked of the kernel per read: answers to fetches are large
 _SIZE = struct.Struct(">i")
-_CORRELATION = struct.Struct(">i")
+_HEAD = struct.Struct(">ii")  # an answer's size and correlation id
 # what a request waits for: its Pending, its correlation id, and what rewrites its answer
 Waiting = tuple["Pending", int, "Callable[[bytes], bytes] | None"]
 # A link's stages: READY (0, relaying) is the only falsy one, so the data path tests one value
@@ -109,8 +109,9 @@ _PLAINTEXT = BrokerSecurity()
 
 
 class BrokerLink:
-    __slots__ = ("address", "closed", "connection", "fd", "gateway", "log", "login", "mask", "node", "out",
-                 "paused", "queued", "reader", "security", "sock", "stage", "timer", "waiting")
+    __slots__ = ("address", "closed", "connection", "fd", "gateway", "gathering", "head", "heard", "log", "login", "mask",
+                 "node", "out", "paused", "queued", "reader", "security", "sock", "stage", "streaming", "timer",
+                 "waiting")
 
     def __init__(self, gateway: Reports, connection: ClientConnection, node: int | None,
                  address: tuple[str, int], sockaddr: tuple, family: int, security: BrokerSecurity = _PLAINTEXT):
@@ -120,7 +121,11 @@ class BrokerLink:
         self.address = address  # (host, port) as the cluster names it
         self.security = security
         self.log = connection.log.bind(broker=f"{address[0]}:{address[1]}")
-        self.reader = WholeFrames(connection.host.limits.max_request_bytes)  # answers as they came, sizes kept
+        self.reader = WholeFrames(connection.host.limits.max_request_bytes)  # the login's answers
+        self.head = bytearray()  # the next answer's size and correlation id, while incomplete
+        self.heard = False  # whether the broker has sent anything since TLS
+        self.streaming: tuple[Pending, int] | None = None  # an answer passed on as it arrives, and its bytes to come
+        self.gathering: tuple | None = None  # an answer gathered whole: its Pending, rewrite, parts, length
         self.out = Outbox()  # requests the kernel has not taken yet
         self.queued = Outbox()  # the client's requests while the link is not READY yet
         self.waiting: deque[Waiting] = deque()
@@ -167,7 +172,7 @@ class BrokerLink:
         except ssl.SSLError as exc:
             self._refused("tls", str(exc.reason or exc))
         except OSError as exc:
-            self.close(f"broker went away: {exc.strerror or exc}")
+            self._ended(f"broker went away: {exc.strerror or exc}")
 
     def writable(self) -> None:
         if self.stage == CONNECTING:
@@ -197,41 +202,87 @@ class BrokerLink:
         except ssl.SSLError as exc:  # an alert: a broker that refuses our certificate says so here (TLS 1.3)
             return self._refused("tls", str(exc.reason or exc))
         except OSError as exc:
-            if self.stage == SASL:
-                return self._refused("authentication", f"the broker went away during SASL: {exc.strerror or exc}")
-            return self.close(f"broker went away: {exc.strerror or exc}")
+            return self._ended(f"broker went away: {exc.strerror or exc}")
         if not data:
-            if self.stage == SASL:
-                return self._refused("authentication", "closed by the broker during SASL")
-            return self.close("closed by the broker")
+            return self._ended("closed by the broker")
+        self.heard = True
         if not self.stage:  # relayed bytes (the login's own are not)
             self.gateway.received(self, len(data))
-        try:
-            frames = self.reader.feed(data)
-        except ProtocolError as exc:
-            if self.stage == SASL:
-                return self._refused("authentication", f"bad frame from the broker during SASL: {exc}")
-            return self.close(f"bad frame from the broker: {exc}")
         if self.stage == SASL:
-            frames = self._logging_in(frames)
-            if self.closed:
-                return
-        for frame in frames:
-            if not self.waiting:
-                return self.close("the broker answered what was not asked")
-            pending, correlation_id, rewrite = self.waiting.popleft()
-            if len(frame) < 8 or _CORRELATION.unpack_from(frame, 4)[0] != correlation_id:
-                return self.close("the broker answered out of order")
-            try:  # passed on as it came, size and all, unless it names brokers
-                answer = frame if rewrite is None else rewrite(frame[4:])
-            except ProtocolError as exc:  # an answer we must rewrite and cannot read
-                return self.close(f"unreadable answer from the broker: {exc}")
-            pending.resolve(_Answer(answer))
-            if self.closed:
-                return
-        if self.connection.bytes > self.connection.host.limits.max_queued_reply_bytes:
+            try:
+                frames = self.reader.feed(data)
+            except ProtocolError as exc:
+                return self._refused("authentication", f"bad frame from the broker during SASL: {exc}")
+            if self._logging_in(frames) and not self.closed:  # no request of the client's went yet
+                self.close("the broker answered what was not asked")
+            return
+        try:
+            self._answers(data)
+        except ProtocolError as exc:
+            return self.close(f"bad frame from the broker: {exc}")
+        if not self.closed and self.connection.bytes > self.connection.host.limits.max_queued_reply_bytes:
             self.paused = True
             self._watch()
+
+    def _answers(self, data: bytes) -> None:
+        """The broker's answers in `data`, each to the oldest request waiting (its correlation
+        id checked). An answer that names no broker and is the next its client is owed is
+        passed on as it arrives, part by part (cut through: a 5 MB Fetch answer is not held
+        whole before its first byte goes out, which cost fetch throughput a third); one that
+        must be rewritten, or waits behind other answers, is gathered whole (one copy) first."""
+        n, pos = len(data), 0
+        view = memoryview(data)
+        while pos < n and not self.closed:
+            if self.streaming is not None:  # an answer going out as it arrives
+                pending, left = self.streaming
+                take = min(left, n - pos)
+                part = data if take == n else view[pos:pos + take]
+                pos += take
+                self.streaming = (pending, left - take) if left > take else None
+                self.connection.pass_on(pending.place, part, left == take)
+                continue
+            if self.gathering is not None:  # an answer gathered whole
+                pending, rewrite, parts, need = self.gathering
+                have = sum(map(len, parts))
+                take = min(need - have, n - pos)
+                whole = not parts and take == need
+                part = (data if take == n else data[pos:pos + take]) if whole else view[pos:pos + take]
+                pos += take
+                if whole or have + take == need:
+                    self.gathering = None
+                    frame = part if whole else b"".join([*parts, part])
+                    pending.resolve(_Answer(frame if rewrite is None else rewrite(frame[4:])))
+                else:
+                    parts.append(part)
+                continue
+            # the next answer: its size and correlation id first (in `head` while incomplete)
+            if self.head or n - pos < 8:
+                take = min(8 - len(self.head), n - pos)
+                self.head += view[pos:pos + take]
+                pos += take
+                if len(self.head) < 8:
+                    return
+                head, self.head = bytes(self.head), bytearray()
+                size, correlation_id = _HEAD.unpack(head)
+                started = [head]  # the answer's bytes so far: not in `data` any more
+            else:
+                size, correlation_id = _HEAD.unpack_from(data, pos)
+                started = []
+            if not 4 <= size <= self.reader.max_frame:
+                raise ProtocolError(f"an answer of {size} bytes")
+            if not self.waiting:
+                return self.close("the broker answered what was not asked")
+            pending, expected, rewrite = self.waiting.popleft()
+            if correlation_id != expected:
+                return self.close("the broker answered out of order")
+            if rewrite is None and self.connection.at_head(pending.place):
+                self.streaming = (pending, 4 + size - sum(map(len, started)))
+                for part in started:
+                    self.connection.pass_on(pending.place, part, not self.streaming[1])
+                if not self.streaming[1]:
+                    self.streaming = None
+            else:
+                self.gathering = (pending, rewrite, started, 4 + size)
 
     def drained(self) -> None:
         """Its client took its answers: read the broker again."""
@@ -318,6 +369,17 @@ class BrokerLink:
                 return self.close("cannot connect: ETIMEDOUT")
             self._refused("tls" if self.stage == TLS else "authentication",
                           "not through in time (TLS and SASL must be within request_read_timeout_ms)")
+
+    def _ended(self, reason: str) -> None:
+        """The broker reset or closed the link. During SASL, the login failed; over TLS before
+        the broker said anything, TLS did: with TLS 1.3 a broker that refuses our certificate
+        does so after the handshake has ended on our side, and its alert is lost when it
+        resets the connection. Otherwise an ordinary end, which the client's connection shares."""
+        if self.stage == SASL:
+            return self._refused("authentication", f"{reason} during SASL")
+        if self.security.tls is not None and not self.heard:
+            return self._refused("tls", f"{reason} before its first answer")
+        self.close(reason)
 
     def _refused(self, kind: str, reason: str) -> None:
         """TLS or SASL with the broker failed (`kind`): fail closed, the client's connection too."""

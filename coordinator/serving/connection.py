@@ -211,8 +211,41 @@ class ClientConnection:
             reply = _Reply(None)
             self.replies.append(reply)
             self.in_flight += 1
+            answer.place = reply  # where `at_head` and `pass_on` find it, to send it as it arrives
             answer.on_resolved(partial(self._resolved, reply, handling))
         return True
+
+    def at_head(self, place: _Reply) -> bool:
+        """Whether the relayed answer to come at `place` is the next to go out: all before it
+        have gone (to the socket, or to the bytes waiting for it), so it may go as it arrives."""
+        return bool(self.replies) and self.replies[0] is place
+
+    def pass_on(self, place: _Reply, part, last: bool) -> None:
+        """Send `part` of the relayed answer at `place`, the head of the line (`at_head`), as
+        it arrives from the broker: a large Fetch answer is not held whole first. `last`: its
+        end, after which the answers behind it go on. (Its Pending is then never resolved.)"""
+        if self.closed:
+            return
+        self.bytes += len(part)
+        if self.out:
+            self.out.add(part)
+        else:
+            try:
+                sent = self.sock.send(part)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                return self.close("peer went away")
+            self.bytes -= sent
+            if sent < len(part):
+                self.out.add(memoryview(part)[sent:])
+                self._watch()
+        if last:
+            self.replies.popleft()
+            self.in_flight -= 1
+            self.flush()
+            if self.backlog and not self.closed:
+                self._go_on()
 
     async def _finish(self, reply: _Reply, answering: CoroutineType, started: float) -> None:
         if self.closed:

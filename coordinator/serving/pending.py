@@ -12,11 +12,12 @@ _UNRESOLVED: Any = object()
 
 
 class Pending:
-    __slots__ = ("_answer", "_deliver")
+    __slots__ = ("_answer", "_deliver", "place")
 
     def __init__(self) -> None:
         self._answer: Answer = _UNRESOLVED
         self._deliver: Callable[[Answer], None] | None = None
+        self.place: Any = None  # a relayed request's place in its connection's line of replies
 
     def resolve(self, answer: Answer) -> None:
         """The answer is ready: `answer()` computes it, where the connection can contain a
