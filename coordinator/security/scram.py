@@ -112,7 +112,30 @@ class AuthenticationFailed(Exception):
     """The exchange failed; the message is for the log, the client gets a generic one."""
 
 
-class ScramServer:
+class _Exchange:
+    """What both sides of an exchange share: its steps taken in order, each message bounded
+    and UTF-8; `_fail` (each side's own) ends it with AuthenticationFailed."""
+    _STEP = "message"  # what a step is called in the failures
+
+    def _advance(self, expected: str, then: str) -> None:
+        if self._state != expected:
+            self._state = "over"
+            self._fail(f"{expected} {self._STEP} out of order")
+        self._state = then
+
+    def _text(self, message: bytes, name: str) -> str:
+        if len(message) > MAX_MESSAGE_BYTES:
+            self._fail(f"{name} of {len(message)} bytes (at most {MAX_MESSAGE_BYTES})")
+        try:
+            return message.decode()
+        except UnicodeDecodeError:
+            self._fail(f"{name} is not UTF-8")
+
+    def _fail(self, reason: str):
+        raise NotImplementedError
+
+
+class ScramServer(_Exchange):
     """The server's side of one exchange: `first(client-first)` answers server-first,
     `final(client-final)` answers server-final once the proof is right. Any failure ends the
     exchange with AuthenticationFailed; so does any further call.
@@ -193,20 +216,6 @@ class ScramServer:
         self.done = True
         return b"v=" + _b64(_hmac(self.digest, credential.server_key, auth_message)).encode()
 
-    def _advance(self, expected: str, then: str) -> None:
-        if self._state != expected:
-            self._state = "over"
-            self._fail(f"{expected} message out of order")
-        self._state = then
-
-    def _text(self, message: bytes, name: str) -> str:
-        if len(message) > MAX_MESSAGE_BYTES:
-            self._fail(f"{name} of {len(message)} bytes (at most {MAX_MESSAGE_BYTES})")
-        try:
-            return message.decode()
-        except UnicodeDecodeError:
-            self._fail(f"{name} is not UTF-8")
-
     def _fail(self, reason: str):
         self._state = "over"
         self._credential = None
@@ -219,7 +228,7 @@ class ScramServer:
         return ScramCredential(salt, os.urandom(size), os.urandom(size), MIN_ITERATIONS)
 
 
-class ScramClient:
+class ScramClient(_Exchange):
     """The client's side of one exchange (RFC 5802, section 5): `first()` is client-first,
     `final(server-first)` client-final, `verify(server-final)` checks the server's signature
     (a server that does not hold our credential cannot make it) and ends the exchange.
@@ -228,6 +237,8 @@ class ScramClient:
     `salted`: where SaltedPassword comes from for (salt, iterations); by default computed
     (PBKDF2, milliseconds), and a caller that logs in often keeps the results (RFC 5802,
     section 5.1, allows a client to cache it: it depends on the password, salt and count only)."""
+
+    _STEP = "step"
 
     def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None,
                  salted: Callable[[bytes, int], bytes] | None = None):
@@ -296,20 +307,6 @@ class ScramClient:
         if not hmac.compare_digest(signature, self._server_signature):
             self._fail("the server's signature is wrong: it does not hold this user's credential")
         self.done = True
-
-    def _advance(self, expected: str, then: str) -> None:
-        if self._state != expected:
-            self._state = "over"
-            self._fail(f"{expected} step out of order")
-        self._state = then
-
-    def _text(self, message: bytes, name: str) -> str:
-        if len(message) > MAX_MESSAGE_BYTES:
-            self._fail(f"{name} of {len(message)} bytes (at most {MAX_MESSAGE_BYTES})")
-        try:
-            return message.decode()
-        except UnicodeDecodeError:
-            self._fail(f"{name} is not UTF-8")
 
     def _fail(self, reason: str):
         self._state = "over"

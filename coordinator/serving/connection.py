@@ -227,20 +227,8 @@ class ClientConnection:
         if self.closed:
             return
         self.bytes += len(part)
-        if self.out:
-            self.out.add(part)
-        else:
-            try:
-                sent = self.sock.send(part)
-            except BlockingIOError:
-                sent = 0
-            except OSError:
-                return self.close("peer went away")
-            self.bytes -= sent
-            if sent < len(part):
-                self.out.add(memoryview(part)[sent:])
-                self._watch()
-        if last:
+        self._send(part)
+        if last and not self.closed:
             self.replies.popleft()
             self.in_flight -= 1
             self.flush()
@@ -329,11 +317,14 @@ class ClientConnection:
             replies.popleft()
         if not out or self.closed:
             return
-        if self.out:  # waiting for the socket: these go after its bytes
-            for data in out:
-                self.out.add(data)
+        self._send(out[0] if len(out) == 1 else b"".join(out))  # a large relayed answer is not copied
+
+    def _send(self, data) -> None:
+        """Send `data` after what already waits for the socket, without blocking; what the
+        kernel does not take waits for it."""
+        if self.out:
+            self.out.add(data)
             return
-        data = out[0] if len(out) == 1 else b"".join(out)  # a large relayed answer is not copied
         try:
             sent = self.sock.send(data)
         except BlockingIOError:
