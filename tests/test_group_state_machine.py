@@ -19,8 +19,8 @@ from coordinator.groups.manager import GroupSet
 from coordinator.groups.snapshot import restore, snapshot
 from coordinator.groups.state import TRANSITIONS, GroupState, IllegalTransition
 from protocol import ErrorCode as E
-from protocol.consumer import decode_assignment, encode_subscription
-from protocol.messages import ConsumerProtocolSubscription
+from protocol.consumer import decode_assignment, encode_assignment, encode_subscription
+from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition
 
 S = GroupState
 SUB = encode_subscription(ConsumerProtocolSubscription(topics=["t"]), 0)
@@ -114,6 +114,39 @@ def test_a_join_that_would_not_fit_the_record_is_refused_and_logged_once():
     assert g.leave(2, [(ids[0], None)]) == [E.NONE]
     assert isinstance(_join(g, 2), Wait)  # room again
 
+
+def test_a_group_grown_to_its_record_limit_refuses_newcomers_at_the_door_not_after_a_rebalance():
+    """Members join one at a time (ids as the coordinator makes them) and the server assigns
+    200 partitions among them, range-style: once a newcomer would not fit the record, it is
+    refused at its join. Before, the estimate rounded the members' mean assignment down, so
+    a group a few hundred bytes under the limit let each newcomer in, rebalanced, and then
+    turned it away: a needless rebalance per newcomer."""
+    g = Group("g", GroupConfig(min_session_timeout=1, initial_rebalance_delay=0, max_record_bytes=65536))
+    subscription = encode_subscription(ConsumerProtocolSubscription(topics=["orders"]), 0)
+    now, refused = 1.0, 0
+
+    def join(member_id: str):
+        return g.join(now, member_id, None, "groupkeeper-cli", "127.0.0.1", 120, 60, "consumer",
+                      [("range", subscription)], False)
+
+    while refused < 3:
+        if isinstance(join(""), JoinReply):  # refused at once: nothing changed for the others
+            assert g.state == S.STABLE
+            refused += 1
+            continue
+        assert not refused, "a newcomer admitted after another was refused"
+        for member in [m for m in g.members if not g.members[m].awaiting_join]:
+            join(member)
+        ids = list(g.members)
+        per, extra = divmod(200, len(ids))
+        starts = [i * per + min(i, extra) for i in range(len(ids) + 1)]
+        g.set_assignment(now, g.generation, {m: encode_assignment(ConsumerProtocolAssignment(assigned_partitions=[
+            TopicPartition(topic="orders", partitions=list(range(starts[i], starts[i + 1])))]
+            if starts[i + 1] > starts[i] else []), 0) for i, m in enumerate(ids)})  # past 200 members: none
+        g.persisted(now, g.generation)
+        shed = [e for e in _drain(g) if isinstance(e, MemberRemoved)]
+        assert not shed and g.state == S.STABLE, f"{len(shed)} shed at {len(g.members)} members"
+    assert g.record_bytes <= 65536 and len(g.members) > 200
 
 def test_members_that_rejoin_too_large_are_shed_newest_first():
     g = _group(max_record_bytes=1200)

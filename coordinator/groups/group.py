@@ -437,10 +437,11 @@ class Group:
 
     def _expected_bytes(self, newcomer: Member) -> int:
         """The record with `newcomer` in it, every member's assignment counted as large as the
-        larger of the members' mean and the last computed assignment's mean: a group formed
-        of new members has no assignment stored yet, and must not admit members that its
-        first assignment would then have to turn away."""
-        usual = max(self._assigned // len(self.members) if self.members else 0, self._proposed)
+        larger of the members' mean (rounded up: rounded down, a group just under its limit let
+        each newcomer in and turned it away after the rebalance) and the last computed
+        assignment's mean: a group formed of new members has no assignment stored yet, and
+        must not admit members that its first assignment would then have to turn away."""
+        usual = max(-(-self._assigned // len(self.members)) if self.members else 0, self._proposed)
         return self.record_bytes - self._assigned + newcomer.record_bytes() + (len(self.members) + 1) * usual
 
     def _join_static(self, now: float, instance_id: str, fields: dict, why: str) -> JoinReply | Wait:
