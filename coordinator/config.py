@@ -40,6 +40,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "gateway": (str, ""),  # HOST:PORT,...: the cluster this instance fronts (implies brokers); "": coordinator only
     "gateway_node_port_offset": (int, 1),  # node N on listener i of n: first listener's port + offset + N*n + i
     "gateway_max_node_id": (int, 1000),  # a broker node with a higher id gets no port (one log line)
+    "gateway_max_connections_per_broker": (int, 10_000),  # the gateway's connections to one broker, at most
     # groupkeeper's own connections to the brokers (the gateway's links, the brokers topic source)
     "gateway_security_protocol": (str, "PLAINTEXT"),  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
     "gateway_ssl_cafile": (str, ""),  # PEM: the CA that signs the brokers' certificates; "": the system's
@@ -101,6 +102,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "metadata_max_age_ms": (100, 3_600_000),
     "gateway_node_port_offset": (1, 65535),
     "gateway_max_node_id": (0, 65535),
+    "gateway_max_connections_per_broker": (1, 1_000_000),
     "connection_failed_authentication_delay_ms": (0, 60_000),
     "group_consumer_session_timeout_ms": (1_000, 1_800_000),
     "group_consumer_heartbeat_interval_ms": (100, 600_000),

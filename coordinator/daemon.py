@@ -265,7 +265,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 if config["metrics_listen"]:
                     taken.add(_address(config["metrics_listen"])[1])
                 gateway = Gateway(topics, kafka_listeners, scheme, lambda name: cluster.coordinator_nodes(name), taken,
-                                  BrokerSecurity(upstream))
+                                  BrokerSecurity(upstream), config["gateway_max_connections_per_broker"])
                 cluster = GatewayClusterApi(coordinator, topics, acl_store, gateway)
             server = Server(Api(coordinator, topics, acl_store, cluster=cluster), Limits(
                 config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000,

@@ -208,8 +208,8 @@ GATEWAY_NODE_PORTS = Gauge("groupkeeper_gateway_node_ports",
 GATEWAY_UPSTREAM_FAILURES = Counter(
     "groupkeeper_gateway_upstream_failures_total",
     "Connections to brokers that could not be made (unreachable), that the broker ended (closed), whose TLS "
-    "handshake failed (tls) or whose SASL login was refused (authentication), by node (any: a listener's own "
-    "port); each closes its client's connection.", ["node", "reason"],
+    "handshake failed (tls), whose SASL login was refused (authentication), or not made for the limit per broker "
+    "(limit), by node (any: a listener's own port); each closes its client's connection.", ["node", "reason"],
     registry=REGISTRY)
 
 

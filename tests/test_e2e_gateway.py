@@ -302,3 +302,31 @@ def test_the_embedded_broker_serves_records_and_never_outlives_its_instance(zook
             break
         assert time.monotonic() < deadline, "the embedded broker outlived its instance"
         time.sleep(0.1)
+
+
+def test_connections_to_a_broker_are_bounded(zookeeper, tmp_path, tansu):  # noqa: F811
+    """gateway_max_connections_per_broker: a client connection past it is closed when it first
+    relays; once one goes, the next gets through."""
+    process = start_gateway(zookeeper, tmp_path, tansu.bootstrap, gateway_max_connections_per_broker=1)
+    try:
+        process.wait_for_log("broker node reachable", node=TANSU_NODE)
+        first = NodeConnection("127.0.0.1", node_port(process, TANSU_NODE), timeout=10)
+        assert first.call(METADATA, {"topics": None}).brokers  # relayed: its link is the one
+        second = NodeConnection("127.0.0.1", node_port(process, TANSU_NODE), timeout=10)
+        with pytest.raises((Unreachable, OSError, ConnectionError)):
+            second.call(METADATA, {"topics": None})
+        process.wait_for_log("connections to a broker at their limit: clients beyond it are closed", limit=1)
+        first.close()
+        deadline = time.monotonic() + 30
+        while True:  # the first's link goes with it, a moment later
+            third = NodeConnection("127.0.0.1", node_port(process, TANSU_NODE), timeout=10)
+            try:
+                assert third.call(METADATA, {"topics": None}).brokers
+                break
+            except (Unreachable, OSError, ConnectionError):
+                assert time.monotonic() < deadline, "no connection got through after the first went"
+                time.sleep(0.1)
+            finally:
+                third.close()
+    finally:
+        assert process.stop() == 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+from collections import Counter
 from collections.abc import Callable
 
 import trio
@@ -42,17 +43,21 @@ SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source kno
 class Gateway:
     def __init__(self, topics: BrokerTopics, listeners: list[tuple[Listener, Listener]], scheme: PortScheme,
                  coordinator_nodes: Callable[[str], list[tuple[int, str, int]]], taken: set[int],
-                 security: BrokerSecurity | None = None):
+                 security: BrokerSecurity | None = None, max_links: int = 10_000):
         """`listeners`: (bound, advertised) in configuration order; `coordinator_nodes`:
         this deployment's instances as (node id, host, port) on a listener (by name);
         `taken`: ports of ours that no node may have (listeners, the metrics endpoint);
-        `security`: how the links connect to the brokers (default PLAINTEXT)."""
+        `security`: how the links connect to the brokers (default PLAINTEXT); `max_links`:
+        connections to one broker at most (gateway_max_connections_per_broker)."""
         self.topics = topics
         self.listeners = listeners
         self.scheme = scheme
         self.coordinator_nodes = coordinator_nodes
         self.taken = taken
         self.security = security if security is not None else BrokerSecurity()
+        self.max_links = max_links
+        self._links: Counter[tuple[str, int]] = Counter()  # open links by broker
+        self._full: set[tuple[str, int]] = set()  # brokers at max_links, logged once each
         self.server = None  # the Server whose poll loop serves the links; set by `run`
         self.log = logs.get("groupkeeper.gateway")
         self.open: set[int] = set()  # nodes whose ports are open
@@ -209,7 +214,16 @@ class Gateway:
             address = self.addresses.get(node)
             if address is None or node not in self.open:
                 raise CloseConnection(f"broker node {node} is not in the cluster")
+        if self._links[address] >= self.max_links:
+            metrics.GATEWAY_UPSTREAM_FAILURES.labels(_node_label(node), "limit").inc()
+            if address not in self._full:
+                self._full.add(address)
+                self.log.warning("connections to a broker at their limit: clients beyond it are closed",
+                                 broker=f"{address[0]}:{address[1]}", limit=self.max_links)
+            raise CloseConnection(f"{self.max_links} connections to broker {address[0]}:{address[1]} already "
+                                  "(gateway_max_connections_per_broker)")
         family, sockaddr = self._resolved[address]
+        self._links[address] += 1  # before the link exists: one that fails at once reports `closed`
         link = BrokerLink(self, connection, node, address, sockaddr, family, self.security)
         if link.closed:
             raise CloseConnection(f"cannot reach broker {address[0]}:{address[1]}")
@@ -232,6 +246,11 @@ class Gateway:
         metrics.gateway_received(link.node, size)
 
     def closed(self, link: BrokerLink, reason: str) -> None:
+        self._links[link.address] -= 1
+        if not self._links[link.address]:
+            del self._links[link.address]
+        if link.address in self._full and self._links[link.address] < self.max_links:
+            self._full.discard(link.address)
         if reason.startswith(("closed by the broker", "broker went away")):
             metrics.GATEWAY_UPSTREAM_FAILURES.labels(_node_label(link.node), "closed").inc()
             if link.address not in self._failing:
