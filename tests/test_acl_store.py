@@ -225,3 +225,41 @@ async def test_names_zookeeper_or_kafka_refuse_are_refused(zookeeper):
         with pytest.raises(AdminError, match="invalid resource name"):
             await admin_call(connect, lambda a: a.add(Resource(T.TOPIC, name), {Acl(ALICE, "*", O.READ,
                                                                                    Permission.ALLOW)}))
+
+
+async def test_transactional_id_acls_are_stored_in_kafkas_layout_and_watched(zookeeper):
+    connect = _connect(zookeeper)
+    tx = T.TRANSACTIONAL_ID
+    write = Acl(ALICE, "*", O.WRITE, Permission.ALLOW)
+    client = _client(connect)
+    try:
+        async with watching(connect) as store:
+            def alice_writes(name: str) -> bool:
+                return store.authorizer.allows(ALICE, "h", O.WRITE, tx, name)
+            assert await admin_call(connect, lambda a: a.add(Resource(tx, "orders-tx"), {write})) == {write}
+            await until(lambda: alice_writes("orders-tx"), timeout=5)
+            assert store.authorizer.allows(ALICE, "h", O.DESCRIBE, tx, "orders-tx")  # implied
+            data, _ = await trio.to_thread.run_sync(client.get, "/kafka-acl/TransactionalId/orders-tx")
+            assert json.loads(data)["acls"] == [{"principal": ALICE, "permissionType": "Allow", "operation": "Write",
+                                                 "host": "*"}]
+            # a prefixed one written by Kafka's tools, where no znode of its type existed yet
+            await trio.to_thread.run_sync(lambda: client.create(
+                "/kafka-acl-extended/prefixed/TransactionalId/etl-", encode_acls({write}), makepath=True))
+            await until(lambda: alice_writes("etl-1"), timeout=5)
+            assert Resource(tx, "etl-", PatternType.PREFIXED) in store.acls
+            listed = await admin_call(connect, lambda a: a.list(lambda r: r.type is tx))
+            assert set(listed) == {Resource(tx, "orders-tx"), Resource(tx, "etl-", PatternType.PREFIXED)}
+            # changed and deleted behind its back: both followed
+            await trio.to_thread.run_sync(lambda: client.set(
+                "/kafka-acl/TransactionalId/orders-tx", encode_acls({Acl(ALICE, "*", O.DESCRIBE, Permission.ALLOW)})))
+            await until(lambda: not alice_writes("orders-tx"), timeout=5)
+            await trio.to_thread.run_sync(client.delete, "/kafka-acl-extended/prefixed/TransactionalId/etl-")
+            await until(lambda: not alice_writes("etl-1"), timeout=5)
+            assert await admin_call(connect, lambda a: a.remove(Resource(tx, "orders-tx"))) == set()
+            await until(lambda: store.acls == {}, timeout=5)
+        assert client.exists("/kafka-acl/TransactionalId/orders-tx") is None
+        changes = [client.get(f"/kafka-acl-changes/{c}")[0] for c in client.get_children("/kafka-acl-changes")]
+        assert b"TRANSACTIONAL_ID:orders-tx" in changes
+    finally:
+        client.stop()
+        client.close()

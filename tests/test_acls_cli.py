@@ -154,3 +154,40 @@ def test_unreachable_zookeeper_is_one_line():
     result = run("127.0.0.1:1", "list")
     assert result.exit_code == 1
     assert result.output.strip() == "Error: cannot reach ZooKeeper at 127.0.0.1:1 within 5s"
+
+
+def test_transactional_ids_as_kafka_acls_names_them(zookeeper):
+    connect = _connect(zookeeper)
+    added = run(connect, "add", "--allow-principal", "User:alice", "--operation", "Write",
+                "--transactional-id", "orders-tx")
+    assert added.exit_code == 0, added.output
+    assert ("Current ACLs for resource `ResourcePattern(resourceType=TRANSACTIONAL_ID, name=orders-tx, "
+            "patternType=LITERAL)`:\n\t(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)\n") \
+        in added.output
+    assert run(connect, "add", "--allow-principal", "User:bob", "--operation", "Describe", "--operation", "Write",
+               "--transactional-id", "etl-", "--resource-pattern-type", "prefixed").exit_code == 0
+    assert [(r["resource_type"], r["name"], r["pattern_type"]) for r in listed(connect)] == [
+        ("TRANSACTIONAL_ID", "orders-tx", "LITERAL"), ("TRANSACTIONAL_ID", "etl-", "PREFIXED")]
+    (literal,) = listed(connect, "--transactional-id", "orders-tx")
+    assert literal["acls"] == [{"principal": "User:alice", "host": "*", "operation": "WRITE", "permission": "ALLOW"}]
+    matched = listed(connect, "--transactional-id", "etl-1", "--resource-pattern-type", "match")
+    assert [(r["name"], r["pattern_type"]) for r in matched] == [("etl-", "PREFIXED")]
+    assert listed(connect, "--topic", "orders-tx") == []  # another resource type
+    client = KazooClient(hosts=connect)
+    client.start(timeout=10)
+    try:
+        data, _ = client.get("/kafka-acl/TransactionalId/orders-tx")
+        assert json.loads(data) == {"version": 1, "acls": [
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "Write", "host": "*"}]}
+        assert client.exists("/kafka-acl-extended/prefixed/TransactionalId/etl-") is not None
+    finally:
+        client.stop()
+        client.close()
+    refused = run(connect, "add", "--allow-principal", "User:alice", "--operation", "Read",
+                  "--transactional-id", "orders-tx")
+    assert refused.exit_code != 0
+    assert "ResourceType TRANSACTIONAL_ID only supports operations Write, Describe, All" in refused.output
+    assert run(connect, "remove", "--transactional-id", "orders-tx", "--force").exit_code == 0
+    assert run(connect, "remove", "--transactional-id", "etl-", "--resource-pattern-type", "prefixed",
+               "--force").exit_code == 0
+    assert listed(connect) == []

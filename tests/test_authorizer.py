@@ -171,3 +171,36 @@ def test_printed_as_kafka_acls_prints_them():
     assert str(Resource(T.GROUP, "g")) == "ResourcePattern(resourceType=GROUP, name=g, patternType=LITERAL)"
     assert str(Acl(ALICE, "*", O.DESCRIBE_CONFIGS, ALLOW)) == \
         "(principal=User:alice, host=*, operation=DESCRIBE_CONFIGS, permissionType=ALLOW)"
+
+
+def test_transactional_ids_literal_prefixed_and_wildcard():
+    tx = T.TRANSACTIONAL_ID
+    auth = authorizer({Resource(tx, "orders-tx"): {Acl(ALICE, "*", O.WRITE, ALLOW)},
+                       Resource(tx, "etl-", PatternType.PREFIXED): {Acl(BOB, "*", O.WRITE, ALLOW)},
+                       Resource(tx, "etl-secret", PatternType.PREFIXED): {Acl(BOB, "*", O.WRITE, DENY)},
+                       Resource(tx, "*"): {Acl("User:carol", "*", O.DESCRIBE, ALLOW)},
+                       topic("orders-tx"): {Acl(BOB, "*", O.WRITE, ALLOW)}})
+    assert auth.allows(ALICE, "h", O.WRITE, tx, "orders-tx")
+    assert auth.allows(ALICE, "h", O.DESCRIBE, tx, "orders-tx")  # Write implies Describe
+    assert not auth.allows(ALICE, "h", O.WRITE, tx, "orders-tx2")  # literal: that name only
+    assert auth.allows(BOB, "h", O.WRITE, tx, "etl-1")
+    assert auth.allows(BOB, "h", O.DESCRIBE, tx, "etl-1")
+    assert not auth.allows(BOB, "h", O.WRITE, tx, "etl-secret-1")  # the longer prefix denies
+    assert not auth.allows(BOB, "h", O.WRITE, tx, "orders-tx")  # a topic's ACLs are not a transactional id's
+    assert auth.allows("User:carol", "h", O.DESCRIBE, tx, "anything")  # the wildcard
+    assert not auth.allows("User:carol", "h", O.WRITE, tx, "anything")  # Describe implies nothing
+    assert not auth.allows(ALICE, "h", O.WRITE, T.TOPIC, "orders-tx")
+
+
+def test_transactional_id_paths_and_names_are_kafkas():
+    tx = T.TRANSACTIONAL_ID
+    assert tx.value == "TransactionalId"
+    assert resource_path(Resource(tx, "app-tx")) == "/kafka-acl/TransactionalId/app-tx"
+    assert resource_path(Resource(tx, "app-", PatternType.PREFIXED)) == \
+        "/kafka-acl-extended/prefixed/TransactionalId/app-"
+    assert change_notification(Resource(tx, "app-tx")) == ("/kafka-acl-changes/acl_changes_",
+                                                           b"TRANSACTIONAL_ID:app-tx")
+    _, data = change_notification(Resource(tx, "app-", PatternType.PREFIXED))
+    assert json.loads(data)["resourceType"] == "TRANSACTIONAL_ID"
+    assert str(Resource(tx, "app-tx")) == \
+        "ResourcePattern(resourceType=TRANSACTIONAL_ID, name=app-tx, patternType=LITERAL)"

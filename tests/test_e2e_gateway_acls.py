@@ -2,8 +2,9 @@
 SASL_PLAINTEXT listener (SCRAM-SHA-512 users made by `groupkeeper users`) and `acls`, so
 that relayed requests are authorized for the client's principal before they reach the
 broker (where the gateway has every right): unmodified librdkafka and kafka-python clients
-produce and consume what their ACLs allow, and are told TOPIC_AUTHORIZATION_FAILED for the
-rest, as a broker would tell them; a super user may do anything."""
+produce and consume what their ACLs allow (transactions too, with Write on their
+transactional id), and are told TOPIC_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+for the rest, as a broker would tell them; a super user may do anything."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tests.test_e2e_gateway import FAST, read_values
 
 ALLOWED, FORBIDDEN, DESCRIBED = "acl-allowed", "acl-forbidden", "acl-described"  # the last: Describe only
 GROUP = "acl-group"
+TRANSACTIONAL_PREFIX = "alice-tx-"  # alice may Write on the transactional ids it starts
 PASSWORDS = {"alice": "alice-secret", "admin": "admin-secret"}
 
 
@@ -53,6 +55,8 @@ class Setup:
             self.acl("--operation", operation, "--topic", ALLOWED)
         self.acl("--operation", "Describe", "--topic", DESCRIBED)
         self.acl("--operation", "Read", "--group", GROUP)
+        self.acl("--operation", "Write", "--transactional-id", TRANSACTIONAL_PREFIX, "--resource-pattern-type",
+                 "prefixed")
         self.gateway.start()
         self.gateway.wait_for_log("broker node reachable", node=self.tansu.node_id)
 
@@ -182,11 +186,34 @@ def test_metadata_of_every_topic_lists_only_what_the_user_may_describe(setup):
     assert named.error is not None and named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-def test_a_transactional_producer_needs_its_transactional_id_which_only_super_users_have_yet(setup):
+def test_a_transactional_producer_needs_write_on_its_transactional_id(setup):
     producer = CKProducer(setup.ck("alice", **{"transactional.id": f"tx-{uuid.uuid4().hex[:6]}"}))
     with pytest.raises(KafkaException) as refused:
         producer.init_transactions(20)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_a_transactional_producer_with_write_on_its_transactional_id_commits(setup):
+    values = [f"tx{i}-{uuid.uuid4().hex[:6]}".encode() for i in range(20)]
+    failed = []
+    producer = CKProducer(setup.ck("alice", **{"transactional.id": f"{TRANSACTIONAL_PREFIX}{uuid.uuid4().hex[:6]}",
+                                               "message.timeout.ms": 15000}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(ALLOWED, value, on_delivery=lambda err, msg: err and failed.append(err))
+    producer.commit_transaction(30)
+    assert failed == []
+    consumer = CKConsumer(setup.ck("alice", **{"group.id": GROUP, "isolation.level": "read_committed",
+                                                "auto.offset.reset": "earliest", "enable.auto.commit": False}))
+    try:
+        consumer.assign([TopicPartition(ALLOWED, 0, 0), TopicPartition(ALLOWED, 1, 0)])
+        read, deadline = [], time.monotonic() + 60
+        while not set(values) <= set(read) and time.monotonic() < deadline:
+            read += read_values(consumer, len(values), timeout=2)
+        assert set(values) <= set(read)
+    finally:
+        consumer.close()
 
 
 def test_configs_are_described_only_where_the_user_may(setup):
@@ -230,3 +257,6 @@ def test_denials_are_counted(setup):
     counted = [line for line in text.splitlines() if line.startswith("groupkeeper_authorization_denials_total{")
                and 'resource_type="Topic"' in line]
     assert counted and sum(float(line.rsplit(" ", 1)[1]) for line in counted) > 0
+    transactional = [line for line in text.splitlines() if line.startswith("groupkeeper_authorization_denials_total{")
+                     and 'resource_type="TransactionalId"' in line]  # the refused transactional producer
+    assert transactional and sum(float(line.rsplit(" ", 1)[1]) for line in transactional) > 0

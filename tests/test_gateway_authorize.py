@@ -51,6 +51,8 @@ ACLS = Store(
     allow("User:alice", Operation.READ, ResourceType.GROUP, "g"),
     allow("User:alice", Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, TOPIC_A),
     allow("User:alice", Operation.ALTER, ResourceType.TOPIC, TOPIC_A),
+    allow("User:alice", Operation.WRITE, ResourceType.TRANSACTIONAL_ID, "alice-tx"),
+    allow("User:alice", Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, "peek-", PatternType.PREFIXED),
 )
 
 
@@ -128,12 +130,18 @@ def test_a_produce_wholly_denied_is_answered_here_and_with_acks_0_closes(gate):
         gate.authorize(ALICE, produce(acks=0))
 
 
-def test_a_transactional_produce_needs_the_transactional_id_super_users_only_yet(gate):
+def test_a_transactional_produce_needs_write_on_the_transactional_id(gate):
     verdict = gate.authorize(ALICE, produce(transactional_id="tx", topics=(TOPIC_A,)))
     answer = read(PRODUCE, 9, verdict.answer)
     assert answer.responses[0].partition_responses[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     frame = produce(transactional_id="tx")
     assert gate.authorize(ROOT, frame).request is frame
+    frame = produce(transactional_id="alice-tx", topics=(TOPIC_A,))
+    assert gate.authorize(ALICE, frame).request is frame
+    verdict = gate.authorize(ALICE, produce(transactional_id="alice-tx"))  # topic b: still Write on it
+    assert [t.name for t in relayed(verdict.request).topic_data] == [TOPIC_A]
+    answer = read(PRODUCE, 9, gate.authorize(ALICE, produce(transactional_id="peek-1", topics=(TOPIC_A,))).answer)
+    assert answer.responses[0].partition_responses[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 def test_a_produce_naming_topics_by_id_is_decided_on_their_names(gate):
@@ -309,6 +317,13 @@ def test_init_producer_id_idempotent_needs_a_topic_to_write_or_idempotent_write(
     answer = read(INIT_PRODUCER_ID, 4, gate.authorize(ALICE, transactional).answer)
     assert answer.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert gate.authorize(ROOT, transactional).request is transactional
+    alices = request(INIT_PRODUCER_ID, 4, {"transactional_id": "alice-tx", "transaction_timeout_ms": 1})
+    assert gate.authorize(ALICE, alices).request is alices
+    answer = read(INIT_PRODUCER_ID, 4, gate.authorize(NOBODY, alices).answer)
+    assert answer.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    peek = request(INIT_PRODUCER_ID, 4, {"transactional_id": "peek-1", "transaction_timeout_ms": 1})
+    answer = read(INIT_PRODUCER_ID, 4, gate.authorize(ALICE, peek).answer)  # Describe does not imply Write
+    assert answer.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 def test_describe_cluster_and_a_transactions_coordinator(gate):
@@ -319,6 +334,30 @@ def test_describe_cluster_and_a_transactions_coordinator(gate):
     assert [(c.key, c.error_code) for c in answer.coordinators] == [
         ("t1", E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), ("t2", E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)]
     assert gate.authorize(ROOT, frame).request is frame
+
+
+@pytest.mark.parametrize("version", [1, 3])
+def test_find_coordinator_for_a_transactional_id_needs_describe_on_it(gate, version):
+    for key in ("alice-tx", "peek-1"):  # Describe implied by Write; given by a prefix
+        frame = request(FIND_COORDINATOR, version, {"key": key, "key_type": 1})
+        assert gate.authorize(ALICE, frame).request is frame
+    answer = read(FIND_COORDINATOR, version, gate.authorize(ALICE, request(
+        FIND_COORDINATOR, version, {"key": "bobs-tx", "key_type": 1})).answer)
+    assert (answer.error_code, answer.node_id) == (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+
+
+def test_find_coordinator_v4_decides_each_transactional_id(gate):
+    frame = request(FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["alice-tx", "peek-1"]})
+    assert gate.authorize(ALICE, frame).request is frame
+    verdict = gate.authorize(ALICE, request(FIND_COORDINATOR, 4, {"key_type": 1,
+                                                                   "coordinator_keys": ["bobs-tx", "alice-tx"]}))
+    assert relayed(verdict.request).coordinator_keys == ["alice-tx"]
+    merged = verdict.merge(answer_of(FIND_COORDINATOR, 4, {"coordinators": [
+        {"key": "alice-tx", "node_id": 1, "host": "broker", "port": 9092}]}))
+    answer = read(FIND_COORDINATOR, 4, merged, sized=False)
+    assert [(c.key, c.node_id, c.error_code) for c in answer.coordinators] == [
+        ("alice-tx", 1, 0), ("bobs-tx", -1, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)]
+    assert [c.key for c in kafka_python_reads(FIND_COORDINATOR, 4, merged).coordinators] == ["alice-tx", "bobs-tx"]
 
 
 # -- transactions and configs ---------------------------------------------------------------
@@ -339,11 +378,35 @@ def test_the_transaction_apis_need_the_transactional_id_and_their_topics_and_gro
         assert gate.authorize(ROOT, frame).request is frame
 
 
+def test_the_transaction_apis_with_write_on_the_transactional_id(gate):
+    frame = request(ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": "alice-tx", "v3_and_below_topics": [
+        {"name": TOPIC_A, "partitions": [0, 1]}]})
+    assert gate.authorize(ALICE, frame).request is frame
+    answer = read(ADD_PARTITIONS_TO_TXN, 3, gate.authorize(NOBODY, frame).answer)
+    assert {r.partition_error_code for t in answer.results_by_topic_v3_and_below for r in t.results_by_partition} == {
+        E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    frame = request(ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": "alice-tx", "v3_and_below_topics": [
+        {"name": TOPIC_A, "partitions": [0]}, {"name": TOPIC_B, "partitions": [0]}]})
+    answer = read(ADD_PARTITIONS_TO_TXN, 3, gate.authorize(ALICE, frame).answer)
+    assert [(t.name, t.results_by_partition[0].partition_error_code) for t in answer.results_by_topic_v3_and_below] == [
+        (TOPIC_A, E.OPERATION_NOT_ATTEMPTED), (TOPIC_B, E.TOPIC_AUTHORIZATION_FAILED)]
+    frame = request(ADD_OFFSETS_TO_TXN, 3, {"transactional_id": "alice-tx", "group_id": "g"})
+    assert gate.authorize(ALICE, frame).request is frame
+    answer = read(ADD_OFFSETS_TO_TXN, 3, gate.authorize(ALICE, request(
+        ADD_OFFSETS_TO_TXN, 3, {"transactional_id": "alice-tx", "group_id": "other"})).answer)
+    assert answer.error_code == E.GROUP_AUTHORIZATION_FAILED
+    frame = request(END_TXN, 3, {"transactional_id": "alice-tx", "committed": True})
+    assert gate.authorize(ALICE, frame).request is frame
+    assert read(END_TXN, 3, gate.authorize(NOBODY, frame).answer).error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    peek = request(END_TXN, 3, {"transactional_id": "peek-1", "committed": True})
+    assert read(END_TXN, 3, gate.authorize(ALICE, peek).answer).error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
 def test_a_topic_denied_in_add_partitions_to_txn_leaves_the_rest_not_attempted():
-    store = Store(allow("User:root", Operation.WRITE, ResourceType.TOPIC, TOPIC_A))
-    store.authorizer = Authorizer(store.acls)  # nobody super: the transactional id refused to all
+    store = Store(allow("User:root", Operation.WRITE, ResourceType.TOPIC, TOPIC_A),
+                  allow("User:root", Operation.WRITE, ResourceType.TRANSACTIONAL_ID, "tx"))
+    store.authorizer = Authorizer(store.acls)  # nobody super: root's ACLs decide
     gate = Authorization(store, {})
-    gate.transactional = lambda client, operation: True  # as if TransactionalId ACLs allowed it
     frame = request(ADD_PARTITIONS_TO_TXN, 2, {"v3_and_below_transactional_id": "tx", "v3_and_below_topics": [
         {"name": TOPIC_A, "partitions": [0]}, {"name": TOPIC_B, "partitions": [0]}]})
     answer = read(ADD_PARTITIONS_TO_TXN, 2, gate.authorize(ROOT, frame).answer)

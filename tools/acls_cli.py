@@ -22,7 +22,8 @@ _SUPPORTED = {ResourceType.TOPIC: {O.READ, O.WRITE, O.CREATE, O.DESCRIBE, O.DELE
                                   O.ALTER_CONFIGS},
              ResourceType.GROUP: {O.READ, O.DESCRIBE, O.DELETE},
              ResourceType.CLUSTER: {O.CREATE, O.CLUSTER_ACTION, O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS,
-                                    O.IDEMPOTENT_WRITE, O.ALTER, O.DESCRIBE}}
+                                    O.IDEMPOTENT_WRITE, O.ALTER, O.DESCRIBE},
+             ResourceType.TRANSACTIONAL_ID: {O.DESCRIBE, O.WRITE}}
 
 
 def _principals(ctx, param, values: tuple[str, ...]) -> list[str]:
@@ -56,6 +57,8 @@ def _resource_options(patterns: tuple[str, ...]):
         click.option("--group", "groups", multiple=True, metavar="GROUP",
                      help="A consumer group (repeatable); * is every group."),
         click.option("--cluster", is_flag=True, help="The cluster."),
+        click.option("--transactional-id", "transactional_ids", multiple=True, metavar="TRANSACTIONAL_ID",
+                     help="A transactional id (repeatable); * is every transactional id."),
         click.option("--resource-pattern-type", "pattern", type=click.Choice(patterns, case_sensitive=False),
                      default="literal", show_default=True,
                      help="prefixed: every resource whose name starts with the one given"
@@ -88,9 +91,10 @@ def acls() -> None:
 @_resource_options(("literal", "prefixed"))
 def acls_add(allow: list[str], deny: list[str], allow_hosts: tuple[str, ...], deny_hosts: tuple[str, ...],
              operations: list[Operation], topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool,
-             pattern: str, hosts: str, digest_file: str | None, timeout: float) -> None:
+             transactional_ids: tuple[str, ...], pattern: str, hosts: str, digest_file: str | None,
+             timeout: float) -> None:
     """Add ACLs to the resources given."""
-    resources = _resources(topics, groups, cluster, pattern)
+    resources = _resources(topics, groups, cluster, transactional_ids, pattern)
     entries = _acls(allow, deny, allow_hosts, deny_hosts, operations, resources)
     if not entries:
         raise click.UsageError("You must specify one of: --allow-principal, --deny-principal when trying to add ACLs.")
@@ -109,9 +113,10 @@ def acls_add(allow: list[str], deny: list[str], allow_hosts: tuple[str, ...], de
 @click.option("--force", is_flag=True, help="Do not ask for confirmation.")
 def acls_remove(allow: list[str], deny: list[str], allow_hosts: tuple[str, ...], deny_hosts: tuple[str, ...],
                 operations: list[Operation], topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool,
-                pattern: str, hosts: str, digest_file: str | None, timeout: float, force: bool) -> None:
+                transactional_ids: tuple[str, ...], pattern: str, hosts: str, digest_file: str | None,
+                timeout: float, force: bool) -> None:
     """Remove the ACLs given from the resources given; without a principal, all their ACLs."""
-    resources = _resources(topics, groups, cluster, pattern)
+    resources = _resources(topics, groups, cluster, transactional_ids, pattern)
     entries = _acls(allow, deny, allow_hosts, deny_hosts, operations, resources)
     with connected(AclAdmin, hosts, digest_file, timeout) as admin:
         now = {}
@@ -128,10 +133,10 @@ def acls_remove(allow: list[str], deny: list[str], allow_hosts: tuple[str, ...],
 @acls.command("list")
 @_resource_options(("literal", "prefixed", "any", "match"))
 @click.option("--json", "as_json", is_flag=True, help="As JSON.")
-def acls_list(topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool, pattern: str, hosts: str,
-              digest_file: str | None, timeout: float, as_json: bool) -> None:
+def acls_list(topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool, transactional_ids: tuple[str, ...],
+              pattern: str, hosts: str, digest_file: str | None, timeout: float, as_json: bool) -> None:
     """List the ACLs of the resources given (of every resource without one)."""
-    wanted = _named(topics, groups, cluster)
+    wanted = _named(topics, groups, cluster, transactional_ids)
     pattern = pattern.lower()
     if cluster and pattern == "prefixed":
         raise click.UsageError("--cluster is a literal resource: not with --resource-pattern-type prefixed")
@@ -156,16 +161,19 @@ def acls_list(topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool, p
 
 # -- helpers --------------------------------------------------------------------------------
 
-def _named(topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool) -> list[tuple[ResourceType, str]]:
+def _named(topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool,
+           transactional_ids: tuple[str, ...] = ()) -> list[tuple[ResourceType, str]]:
     return ([(ResourceType.TOPIC, t) for t in topics] + [(ResourceType.GROUP, g) for g in groups]
-            + ([(ResourceType.CLUSTER, CLUSTER_NAME)] if cluster else []))
+            + ([(ResourceType.CLUSTER, CLUSTER_NAME)] if cluster else [])
+            + [(ResourceType.TRANSACTIONAL_ID, i) for i in transactional_ids])
 
 
-def _resources(topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool, pattern: str) -> list[Resource]:
-    named = _named(topics, groups, cluster)
+def _resources(topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool, transactional_ids: tuple[str, ...],
+               pattern: str) -> list[Resource]:
+    named = _named(topics, groups, cluster, transactional_ids)
     if not named:
         raise click.UsageError("You must provide at least one resource: --topic <topic> or --cluster or "
-                               "--group <group>")
+                               "--group <group> or --transactional-id <transactional-id>")
     pattern_type = PatternType(pattern.lower())
     if cluster and pattern_type is not PatternType.LITERAL:
         raise click.UsageError("--cluster is a literal resource: not with --resource-pattern-type prefixed")

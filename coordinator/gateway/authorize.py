@@ -28,11 +28,10 @@ answered here (`Verdict.answer`) and never reaches the broker. Authorized operat
 answers report (Metadata's and DescribeCluster's `*_authorized_operations`) are computed
 from our ACLs, not the broker's view of the gateway's principal.
 
-groupkeeper's ACLs have no TransactionalId resource yet (`ResourceType`: Topic, Group,
-Cluster), so what needs Write or Describe on a TransactionalId is allowed to super users
-only. A Fetch through the gateway is made sessionless (KIP-227's session id 0, epoch -1):
-a fetch session at the broker would keep serving partitions whose ACLs changed since it
-was made. Fetch is authorized up to v14 (v15 names a follower in a tagged field our codec
+A TransactionalId is authorized like a topic: by the ACLs of its literal name, of `*` and of
+the prefixes that start it (Write allowing Describe). A Fetch through the gateway is made
+sessionless (KIP-227's session id 0, epoch -1): a fetch session at the broker would keep
+serving partitions whose ACLs changed since it was made. Fetch is authorized up to v14 (v15 names a follower in a tagged field our codec
 does not read), Metadata from v4 (before, auto-creation cannot be turned off). Every other
 relayed API is not authorized here: `AUTHORIZED` lists what is. A request is read as a
 broker reads it: its fields, whatever follows them ignored.
@@ -60,7 +59,7 @@ from .. import metrics
 from ..security.acls.authorizer import CLUSTER_NAME, WILDCARD_PRINCIPAL, Operation, Permission, ResourceType
 
 TOPIC, CLUSTER, GROUP = ResourceType.TOPIC, ResourceType.CLUSTER, ResourceType.GROUP
-TRANSACTIONAL_ID = "TransactionalId"  # Kafka's resource type name, for the denials metric
+TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
 NO_ID = uuid.UUID(int=0)
 _UNKNOWN_OPERATIONS = -(2**31)
 _AUTHORIZATION_FAILED = "Authorization failed."
@@ -145,13 +144,10 @@ class Authorization:
             metrics.AUTHORIZATION_DENIALS.labels(resource.value, operation.value).inc()
         return False
 
-    def transactional(self, client, operation: Operation) -> bool:
-        """Write or Describe on a TransactionalId: super users only, while groupkeeper's ACLs
-        have no TransactionalId resource."""
-        if self.super_user(client):
-            return True
-        metrics.AUTHORIZATION_DENIALS.labels(TRANSACTIONAL_ID, operation.value).inc()
-        return False
+    def transactional(self, client, operation: Operation, transactional_id: str) -> bool:
+        """Whether the ACLs let `client` do `operation` (Write, Describe) on the TransactionalId;
+        a denial counted."""
+        return self.allowed(client, operation, TRANSACTIONAL_ID, transactional_id)
 
     def may_write_some_topic(self, client) -> bool:
         """Kafka 3.x's authorizeByResourceType(Write, Topic), which lets an idempotent producer
@@ -206,7 +202,8 @@ class Authorization:
     # Produce: Write on each topic
     def _produce(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
         acks = request.acks
-        if request.transactional_id is not None and not self.transactional(client, Operation.WRITE):
+        if request.transactional_id is not None and not self.transactional(client, Operation.WRITE,
+                                                                            request.transactional_id):
             denied = [(t, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for t in request.topic_data]
             kept = []
         else:
@@ -365,16 +362,26 @@ class Authorization:
     def _find_coordinator(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
         if request.key_type != 1:  # a group's is answered by groupkeeper; a share group's is refused
             raise Refused(f"FindCoordinator key type {request.key_type} is not authorized through the gateway")
-        if self.transactional(client, Operation.DESCRIBE):
-            return Verdict(request=frame)
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         if header.api_version < 4:
-            answer = m.FindCoordinatorResponse(error_code=code, error_message=None, node_id=-1, host="", port=-1)
-        else:
-            answer = m.FindCoordinatorResponse(coordinators=[
-                m.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=None)
-                for key in request.coordinator_keys])
-        return Verdict(answer=encode_response(header, answer))
+            if self.transactional(client, Operation.DESCRIBE, request.key):
+                return Verdict(request=frame)
+            return Verdict(answer=encode_response(header, m.FindCoordinatorResponse(
+                error_code=code, error_message=None, node_id=-1, host="", port=-1)))
+        # v4+: each key decided on its own, as a broker does
+        kept, denied = _split(request.coordinator_keys,
+                              lambda key: self.transactional(client, Operation.DESCRIBE, key))
+        if not denied:
+            return Verdict(request=frame)
+        errors = [m.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=None)
+                  for key in denied]
+        if not kept:
+            return Verdict(answer=encode_response(header, m.FindCoordinatorResponse(coordinators=errors)))
+        request.coordinator_keys = kept
+
+        def merge(answer: Any) -> None:
+            answer.coordinators.extend(errors)
+        return Verdict(request=_request(header, request), merge=_merging(header, merge))
 
     # DescribeCluster: Describe on the cluster
     def _describe_cluster(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
@@ -451,7 +458,7 @@ class Authorization:
     # InitProducerId: Write on the TransactionalId, or IdempotentWrite on the cluster / Write on a topic
     def _init_producer_id(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
         if request.transactional_id is not None:
-            if self.transactional(client, Operation.WRITE):
+            if self.transactional(client, Operation.WRITE, request.transactional_id):
                 return Verdict(request=frame)
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         else:
@@ -471,7 +478,7 @@ class Authorization:
             return Verdict(answer=encode_response(header, m.AddPartitionsToTxnResponse(
                 error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)))
         topics = request.v3_and_below_topics
-        if not self.transactional(client, Operation.WRITE):
+        if not self.transactional(client, Operation.WRITE, request.v3_and_below_transactional_id):
             codes = {t.name: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for t in topics}
         else:
             codes = {t.name: ErrorCode.TOPIC_AUTHORIZATION_FAILED for t in topics
@@ -487,7 +494,7 @@ class Authorization:
 
     # AddOffsetsToTxn: Write on the TransactionalId, Read on the group
     def _add_offsets_to_txn(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
-        if not self.transactional(client, Operation.WRITE):
+        if not self.transactional(client, Operation.WRITE, request.transactional_id):
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif not self.allowed(client, Operation.READ, GROUP, request.group_id):
             code = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -497,7 +504,7 @@ class Authorization:
 
     # EndTxn: Write on the TransactionalId
     def _end_txn(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
-        if self.transactional(client, Operation.WRITE):
+        if self.transactional(client, Operation.WRITE, request.transactional_id):
             return Verdict(request=frame)
         return Verdict(answer=encode_response(header, m.EndTxnResponse(
             error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)))

@@ -4,8 +4,9 @@ and who they let do what (`Authorizer`, with the semantics of Kafka's AclAuthori
 Kafka's layout, shared with its brokers and kafka-acls.sh:
 
 ```
-/kafka-acl/<Topic|Group|Cluster>/<name>                 literal resources (the cluster: kafka-cluster)
-/kafka-acl-extended/prefixed/<Topic|Group|Cluster>/<p>  prefixed resources
+/kafka-acl/<type>/<name>                 literal resources (the cluster: kafka-cluster)
+/kafka-acl-extended/prefixed/<type>/<p>  prefixed resources
+    (<type>: Topic, Group, Cluster or TransactionalId, `ResourceType`'s values)
     {"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow","operation":"Read","host":"*"}]}
 /kafka-acl-changes/acl_changes_<seq>                    "TOPIC:<name>": a literal resource changed
 /kafka-acl-extended-changes/acl_changes_<seq>           {"version":1,"resourceType":"TOPIC","name":...,
@@ -28,6 +29,7 @@ class ResourceType(enum.Enum):
     TOPIC = "Topic"
     GROUP = "Group"
     CLUSTER = "Cluster"
+    TRANSACTIONAL_ID = "TransactionalId"
 
 
 class PatternType(enum.Enum):
