@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 
 from .exceptions import DecodeError
+from .requests import skip_tags
 from .varint import read_uvarint
 
 _HEAD = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
@@ -29,11 +30,7 @@ def produce_acks(frame: bytes) -> int:
     _, version, _, n = _HEAD.unpack_from(frame)
     p = _HEAD.size + max(n, 0)  # client_id: a nullable int16-length string in every header version
     if version >= _PRODUCE_FLEXIBLE:
-        count, p = read_uvarint(frame, p)  # the header's tagged fields
-        for _ in range(count):
-            _, p = read_uvarint(frame, p)
-            size, p = read_uvarint(frame, p)
-            p += size
+        p = skip_tags(frame, p)  # the header's tagged fields
         length, p = read_uvarint(frame, p)  # transactional_id, compact nullable: length + 1
         p += max(length - 1, 0)
     else:

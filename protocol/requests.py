@@ -44,8 +44,10 @@ _REQUESTS: dict[int, tuple[Decoder, bool]] = {}
 _RESPONSES: dict[int, tuple[Encoder, bool]] = {}
 
 
-def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
-    """Header and body of one request frame (without its size prefix).
+def decode_request(frame: bytes, whole: bool = True) -> tuple[RequestHeader, Any]:
+    """Header and body of one request frame (without its size prefix). Without `whole`,
+    bytes after the body's fields are ignored, as Kafka's brokers ignore them (librdkafka's
+    Metadata v12 for every topic leaves 3 zero bytes after its null topic array).
 
     Raises UnsupportedVersion, carrying the header, for an API key or version that is not
     declared, and DecodeError for anything malformed.
@@ -76,8 +78,8 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
         if p < size and not frame[p]:  # no tagged fields, as nearly always
             p += 1
         else:
-            p = _skip_tags(frame, p)
-    return header, decode(frame, p)
+            p = skip_tags(frame, p)
+    return header, decode(frame, p, whole)
 
 
 def _request_codec(header: RequestHeader) -> tuple[Decoder, bool]:
@@ -89,7 +91,8 @@ def _request_codec(header: RequestHeader) -> tuple[Decoder, bool]:
     return decoder(api.request, header.api_version), _flexible(api, header.api_version)
 
 
-def _skip_tags(data: bytes, p: int) -> int:
+def skip_tags(data: bytes, p: int) -> int:
+    """Past a tagged-field section starting at `p` (its fields unread)."""
     count, p = read_uvarint(data, p)
     for _ in range(count):
         _, p = read_uvarint(data, p)
@@ -144,5 +147,5 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
         if len(frame) >= 6 and _I16.unpack_from(frame, 4)[0] != 0:
             api_version = 0
     elif _flexible(api, api_version):
-        p = _skip_tags(frame, p)
+        p = skip_tags(frame, p)
     return correlation_id, decoder(api.response, api_version)(frame, p)

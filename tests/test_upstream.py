@@ -24,18 +24,11 @@ from protocol import ErrorCode, RequestHeader, decode_request, encode_response
 from protocol import messages as m
 from protocol.schemas import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from tests.certs import Authority
+from tests.test_scram import (BOTH, RFC_CLIENT_FINAL, RFC_CLIENT_FIRST, RFC_SALT, RFC_SERVER_FINAL,
+                              RFC_SERVER_FIRST, RFC_SERVER_NONCE)
 
-# RFC 7677, section 3
+# RFC 7677, section 3 (the exchange's messages as test_scram.py checks the server on them)
 RFC_NONCE = "rOprNGfwEbeRWgbNEkqO"
-RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
-RFC_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
-RFC_SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
-RFC_SERVER_FIRST = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-RFC_CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                    b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
-RFC_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
-
-BOTH = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
 # -- the SCRAM client ---------------------------------------------------------------------

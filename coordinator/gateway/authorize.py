@@ -39,21 +39,18 @@ broker reads it: its fields, whatever follows them ignored.
 
 from __future__ import annotations
 
-import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import DecodeError, ErrorCode, ProtocolError, RequestHeader, decode_response, encode_request
-from protocol import encode_response
+from protocol import (DecodeError, ErrorCode, ProtocolError, RequestHeader, decode_request, decode_response,
+                      encode_request, encode_response)
 from protocol import messages as m
-from protocol.codec import decoder
-from protocol.schemas import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ALTER_CONFIGS, APIS, CREATE_PARTITIONS,
+from protocol.schemas import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ALTER_CONFIGS, CREATE_PARTITIONS,
                               CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, END_TXN, FETCH,
                               FIND_COORDINATOR, INCREMENTAL_ALTER_CONFIGS, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA,
                               OFFSET_FOR_LEADER_EPOCH, PRODUCE)
-from protocol.varint import read_uvarint
 
 from .. import metrics
 from ..security.acls.authorizer import CLUSTER_NAME, WILDCARD_PRINCIPAL, Operation, Permission, ResourceType
@@ -63,7 +60,6 @@ TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
 NO_ID = uuid.UUID(int=0)
 _UNKNOWN_OPERATIONS = -(2**31)
 _AUTHORIZATION_FAILED = "Authorization failed."
-_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 
 # api key -> the versions authorized here (within what our codec declares and the gateway rewrites)
 AUTHORIZED: dict[int, tuple[int, int]] = {
@@ -194,8 +190,8 @@ class Authorization:
         if versions is None or not versions[0] <= api_version <= versions[1]:
             raise Refused(f"API {api_key} v{api_version} is not authorized through the gateway")
         try:
-            header, request = _decode(frame)
-        except (ProtocolError, UnicodeDecodeError) as exc:
+            header, request = decode_request(frame, whole=False)
+        except ProtocolError as exc:
             raise Refused(f"undecodable request: {exc}") from None
         return self._apis[api_key](client, frame, header, request)
 
@@ -572,32 +568,6 @@ class Authorization:
         def merge(answer: Any) -> None:
             answer.results.extend(errors)
         return Verdict(request=_request(header, request), merge=_merging(header, merge))
-
-
-def _decode(frame: bytes) -> tuple[RequestHeader, Any]:
-    """Header and body of a request frame, read as Kafka's brokers read it: the fields, and
-    whatever follows them ignored (librdkafka's Metadata v12 for every topic leaves 3 zero
-    bytes after its null topic array; the broker, and so the gateway, reads them as nothing)."""
-    if len(frame) < _HEADER.size:
-        raise DecodeError("request shorter than a request header")
-    api_key, api_version, correlation_id, n = _HEADER.unpack_from(frame)
-    p = _HEADER.size + max(n, 0)
-    if p > len(frame):
-        raise DecodeError("request header: bad client_id length")
-    client_id = frame[_HEADER.size:p].decode() if n >= 0 else None
-    api = APIS[api_key]
-    if api_version not in api.request.versions:
-        raise DecodeError(f"{api.name} v{api_version} is not declared")
-    if api_version in api.request.flexible:  # request header v2: tagged fields
-        count, p = read_uvarint(frame, p)
-        for _ in range(count):
-            _, p = read_uvarint(frame, p)
-            size, p = read_uvarint(frame, p)
-            p += size
-        if p > len(frame):
-            raise DecodeError("request header: tagged field beyond the end of the frame")
-    body = decoder(api.request, api_version)(frame, p, False)
-    return RequestHeader(api_key, api_version, correlation_id, client_id), body
 
 
 def _split(items: list, allowed: Callable[[Any], bool]) -> tuple[list, list]:
