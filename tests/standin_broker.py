@@ -1,5 +1,6 @@
 """A stand-in for a Kafka broker: it answers ApiVersions, Metadata and ListOffsets from
-tables the test describes and changes, and closes the connection on anything else.
+tables the test describes and changes, what the test answers itself (`raw`), and closes the
+connection on anything else.
 
 Why it exists: no real Kafka broker can run on this machine (none is packaged, and there is
 no network to fetch one), and groupkeeper learns from brokers twice: the `groups` CLI reads
@@ -58,6 +59,8 @@ class StandInBroker:
         self.advertised_port = advertised_port  # the port its Metadata names for it; default: its own
         self.metadata_versions = metadata_versions
         self.others: dict[int, tuple[str, int]] = {}  # more nodes its Metadata lists (id -> host, port)
+        # answers the test makes itself, by API key: (request header, request) -> framed answer
+        self.raw: dict[int, object] = {}
         self.listener = socket.create_server(("127.0.0.1", port))
         self.listener.settimeout(0.1)
         self.port = self.listener.getsockname()[1]
@@ -121,6 +124,9 @@ class StandInBroker:
             for frame in reader.frames():
                 header, request = decode_request(frame)
                 self.requests.append((header.api_key, header.api_version))
+                if header.api_key in self.raw:
+                    connection.sendall(self.raw[header.api_key](header, request))
+                    continue
                 if header.api_key not in (API_VERSIONS.key, LIST_OFFSETS.key, METADATA.key):
                     connection.close()  # as a broker does with a request it does not serve
                     return

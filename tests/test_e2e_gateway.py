@@ -5,6 +5,7 @@ and every group coordinated by groupkeeper, unknown to the broker's own coordina
 
 from __future__ import annotations
 
+import socket
 import textwrap
 import time
 import uuid
@@ -16,11 +17,15 @@ from kafka.structs import OffsetAndMetadata
 
 from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
-from protocol.schemas import FIND_COORDINATOR, LIST_GROUPS, METADATA, OFFSET_FETCH
-from tests.clients import CK, RawConnection, committed, kill_and_take_over, kp_commit, kp_consumer, member_process
+from protocol import RequestHeader, encode_request
+from protocol.messages import build
+from protocol.schemas import FETCH, FIND_COORDINATOR, LIST_GROUPS, METADATA, OFFSET_FETCH
+from tests.clients import (CK, RawConnection, committed, kill_and_take_over, kp_commit, kp_consumer, member_process,
+                           read_exactly)
 from tests.coordinator_process import CoordinatorProcess, pin_node_ports
 from tests.standin_broker import StandInBroker
 from tests.tansu import tansu  # noqa: F401 - a fixture
+from tests.test_gateway_rewrite import FETCH_ANSWER, kip951_leaders, kp_frame, kp_read, project
 from tools.kafka_admin import NodeConnection, Unreachable
 
 TOPIC, PARTITIONS, RECORDS = "orders", 3, 1000
@@ -330,3 +335,55 @@ def test_connections_to_a_broker_are_bounded(zookeeper, tmp_path, tansu):  # noq
                 third.close()
     finally:
         assert process.stop() == 0
+
+
+def test_fetch_answers_naming_new_leaders_are_rewritten_whole_or_as_they_stream(zookeeper, tmp_path):
+    """KIP-951 through the gateway: a Fetch v16+ answer whose node_endpoints name brokers
+    reaches the client naming their node ports, whether it came in one read (rewritten
+    whole) or streamed past in parts (4 MiB of records: its tagged fields fixed in place,
+    padded to the size that went out first), its records byte for byte as the broker sent them."""
+    version = 16
+    records = {"small": bytes(range(200)), "streamed": bytes(range(256)) * 16_384}
+    asked: list[str] = []
+    endpoints = [{"node_id": 1, "host": "kafka-1.cluster.internal", "port": 9092, "rack": "r1"},
+                 {"node_id": 2, "host": "kafka-2.cluster.internal", "port": 9092, "rack": None}]
+
+    def vals(which: str) -> dict:
+        parts = FETCH_ANSWER["responses"][0]["partitions"]
+        return project(FETCH.response.struct, version, {**FETCH_ANSWER, "node_endpoints": endpoints, "responses": [
+            {**FETCH_ANSWER["responses"][0], "partitions": [*parts[:2], {**parts[2], "records": records[which]}]}]})
+
+    def fetch_answer(header, request):
+        return kp_frame(FETCH.response, vals(asked[-1]), header.api_version, header.correlation_id,
+                        tweak=kip951_leaders(FETCH))
+
+    broker = StandInBroker({}, {TOPIC: (PARTITIONS, uuid.uuid4())}, node_id=1, advertises={FETCH.key: (4, 17)})
+    broker.raw[FETCH.key] = fetch_answer
+    broker.start()
+    process = start_gateway(zookeeper, tmp_path, f"127.0.0.1:{broker.port}", nodes=(1,), max_node_id=50)
+    try:
+        process.wait_for_log("broker node reachable", node=1)
+        sock = socket.create_connection(("127.0.0.1", node_port(process, 1)), timeout=30)
+        for n, which in enumerate(("small", "streamed", "small"), start=1):
+            asked.append(which)
+            request = build(FETCH.request.struct, {"max_wait_ms": 0, "min_bytes": 1, "isolation_level": 0,
+                                                   "session_id": 0, "topics": [], "forgotten_topics_data": [],
+                                                   "rack_id": ""})
+            sock.sendall(encode_request(RequestHeader(FETCH.key, version, n, "kip951"), request))
+            size = int.from_bytes(read_exactly(sock, 4), "big")
+            data = size.to_bytes(4, "big") + read_exactly(sock, size)
+            correlation_id, got, _ = kp_read(FETCH.response, data, version)
+            assert correlation_id == n
+            assert got["responses"] == vals(which)["responses"]  # the records, every byte
+            # node 1 at its node port; node 2, not in the cluster, left out
+            assert got["node_endpoints"] == [{"node_id": 1, "host": "127.0.0.1", "port": node_port(process, 1),
+                                              "rack": "r1"}], which
+            sent = len(kp_frame(FETCH.response, vals(which), version, n, kip951_leaders(FETCH))) - 4
+            if which == "streamed":  # streamed: the size the broker gave, the tail padded
+                assert size == sent
+            else:  # in one read: rewritten whole, without padding (node 2's entry, 35 bytes; a
+                assert size == sent - 35 - 15  # name shorter by 15)
+        sock.close()
+    finally:
+        assert process.stop() == 0
+        broker.stop()

@@ -238,7 +238,7 @@ def test_apis_the_gateway_cannot_authorize_are_not_advertised_and_close_the_conn
     try:
         versions = {k.api_key: (k.min_version, k.max_version) for k in alice.call(API_VERSIONS, 2, {}).api_keys}
         assert not {21, 29, 75} & set(versions)  # DeleteRecords, DescribeAcls, DescribeTopicPartitions
-        assert versions[0] == (3, 9) and versions[1][1] <= 14 and versions[3][0] == 4  # Produce, Fetch, Metadata
+        assert versions[0] == (3, 11) and versions[1][1] <= 14 and versions[3][0] == 4  # Produce, Fetch, Metadata
         alice.sock.sendall(struct.pack(">i", len(unmapped)) + unmapped)
         assert alice.sock.recv(100) == b""  # closed
     finally:

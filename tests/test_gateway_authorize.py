@@ -462,7 +462,7 @@ def test_with_acls_the_gateway_advertises_only_what_it_authorizes():
     advertised = api.advertised(broker)
     assert not {21, 29, 35} & set(advertised)  # DeleteRecords, DescribeAcls, DescribeLogDirs: not authorized
     assert advertised[24] == (0, 4) and advertised[26] == (0, 3) and advertised[32] == (1, 4)
-    assert advertised[1] == (4, 14) and advertised[0] == (3, 9) and advertised[3] == (4, 12)
+    assert advertised[1] == (4, 14) and advertised[0] == (3, 11) and advertised[3] == (4, 12)
     assert advertised[19] == (2, 7) and advertised[22] == (0, 5) and advertised[2] == (0, 9)
     assert advertised[11] == GatewayClusterApi.advertised(object.__new__(GatewayClusterApi), broker)[11]
     assert set(AUTHORIZED) <= set(APIS)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from coordinator.api.versions import SUPPORTED
-from coordinator.gateway.cluster import HIGHEST, REFUSED, GatewayClusterApi
+from coordinator.gateway.cluster import REFUSED, GatewayClusterApi
 from coordinator.gateway.ports import PortScheme
 from protocol import DecodeError, RequestHeader, encode_request
 from protocol.messages import build
@@ -100,8 +100,8 @@ def test_the_gateway_advertises_the_brokers_apis_ours_and_none_refused():
     assert advertised[19] == (2, 7) and advertised[22] == (0, 5)  # relayed as the brokers serve them
     assert advertised[JOIN_GROUP.key] == SUPPORTED[JOIN_GROUP.key]  # ours, never relayed
     assert not REFUSED & set(advertised)  # TxnOffsetCommit, OffsetDelete, share and streams groups
-    assert advertised[PRODUCE.key] == (3, HIGHEST[PRODUCE.key])  # below KIP-951's node endpoints
-    assert advertised[FETCH.key] == (4, HIGHEST[FETCH.key])
+    # KIP-951's node endpoints (Produce 10+, Fetch 16+) rewritten: the brokers' versions
+    assert advertised[PRODUCE.key] == (3, 11) and advertised[FETCH.key] == (4, 17)
     assert advertised[METADATA.key] == (0, 12)  # rewritten: what both read
     assert advertised[FIND_COORDINATOR.key] == (0, 6)
 

@@ -35,11 +35,8 @@ from .nodes import Gateway
 # written by the transaction's markers into the brokers' own offsets topic, which
 # groupkeeper never reads, so they cannot be made correct here; the client is told the
 # broker does not support it, as a broker without it would), the streams groups (88, 89)
-# and the share groups (76-79) until their answers' node endpoints are rewritten.
+# and the share groups (76-79: docs/architecture.md, "Not here: share groups").
 REFUSED = frozenset({28, 47, 76, 77, 78, 79, 88, 89})
-# Answers with KIP-951's node endpoints (Produce v10+, Fetch v16+) name brokers; until they
-# are rewritten on the data path, the versions that carry them are not advertised.
-HIGHEST = {PRODUCE.key: 9, FETCH.key: 15}
 REWRITTEN_HERE = (METADATA.key, FIND_COORDINATOR.key, DESCRIBE_CLUSTER.key, PRODUCE.key, FETCH.key)
 
 
@@ -100,8 +97,7 @@ class GatewayClusterApi(ClusterApi):
 
     def advertised(self, brokers: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """The brokers' APIs in their versions, but: ours in ours, those whose answers we
-        rewrite in the versions we can read (and below KIP-951's node endpoints), none of
-        those refused; with ACLs, of what is relayed only what is authorized, in the versions
+        rewrite in the versions we can read, none of those refused; with ACLs, of what is relayed only what is authorized, in the versions
         authorized. Before the brokers are known: what we serve."""
         advertised = {}
         for key, theirs in brokers.items():
@@ -110,7 +106,7 @@ class GatewayClusterApi(ClusterApi):
             if self.authorization is not None and key not in SUPPORTED and key not in AUTHORIZED:
                 continue
             if key in REWRITTEN_HERE:
-                if (both := within(theirs, key, HIGHEST.get(key))) is not None:
+                if (both := within(theirs, key)) is not None:
                     advertised[key] = both
             elif key not in SUPPORTED:
                 advertised[key] = theirs

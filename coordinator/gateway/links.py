@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 
 from protocol import ProtocolError
+from protocol.fetch_stream import FetchWalk
 from protocol.framing import WholeFrames
 
 from .. import logs, metrics
@@ -52,8 +53,10 @@ if TYPE_CHECKING:
 READ_SIZE = 256 * 1024  # bytes asked of the kernel per read: answers to fetches are large
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">ii")  # an answer's size and correlation id
-# what a request waits for: its Pending, its correlation id, and what rewrites its answer
-Waiting = tuple["Pending", int, "Callable[[bytes], bytes] | None"]
+# what a request waits for: its Pending, its correlation id, what rewrites its answer whole,
+# and what walks it instead while it streams (a Fetch answer that may name brokers: given
+# the answer's size, a `FetchWalk` that holds back and fixes its tagged fields)
+Waiting = tuple["Pending", int, "Callable[[bytes], bytes] | None", "Callable[[int], FetchWalk] | None"]
 # A link's stages: READY (0, relaying) is the only falsy one, so the data path tests one value
 READY, CONNECTING, TLS, SASL = 0, 1, 2, 3
 _FAILED = {"tls": "TLS with the broker failed", "authentication": "login to the broker failed"}
@@ -234,12 +237,15 @@ class BrokerLink:
         view = memoryview(data)
         while pos < n and not self.closed:
             if self.streaming is not None:  # an answer going out as it arrives
-                pending, left = self.streaming
+                pending, left, walk = self.streaming
                 take = min(left, n - pos)
                 part = data if take == n else view[pos:pos + take]
                 pos += take
-                self.streaming = (pending, left - take) if left > take else None
-                self.connection.pass_on(pending.place, part, left == take)
+                self.streaming = (pending, left - take, walk) if left > take else None
+                if walk is None:
+                    self.connection.pass_on(pending.place, part, left == take)
+                else:
+                    self._walked(pending, walk, part)
                 continue
             if self.gathering is not None:  # an answer gathered whole
                 pending, rewrite, parts, need = self.gathering
@@ -272,17 +278,35 @@ class BrokerLink:
                 raise ProtocolError(f"an answer of {size} bytes")
             if not self.waiting:
                 return self.close("the broker answered what was not asked")
-            pending, expected, rewrite = self.waiting.popleft()
+            pending, expected, rewrite, walks = self.waiting.popleft()
             if correlation_id != expected:
                 return self.close("the broker answered out of order")
-            if rewrite is None and self.connection.at_head(pending.place):
-                self.streaming = (pending, 4 + size - sum(map(len, started)))
+            # streamed: an answer left as it is, or one walked as it passes that is not here
+            # whole (one that is, is rewritten whole: its size may change then)
+            if (rewrite is None or (walks is not None and (started or 4 + size > n - pos))) \
+                    and self.connection.at_head(pending.place):
+                walk = None if rewrite is None else walks(size)
+                left = 4 + size - sum(map(len, started))
+                self.streaming = (pending, left, walk) if left else None
                 for part in started:
-                    self.connection.pass_on(pending.place, part, not self.streaming[1])
-                if not self.streaming[1]:
-                    self.streaming = None
+                    if walk is None:
+                        self.connection.pass_on(pending.place, part, not left)
+                    else:
+                        self._walked(pending, walk, part)
             else:
                 self.gathering = (pending, rewrite, started, 4 + size)
+
+    def _walked(self, pending: Pending, walk: FetchWalk, part) -> None:
+        """Pass on what `walk` lets go of `part` now; at the answer's end, its held tail fixed."""
+        go = walk.feed(part)
+        if walk.done:
+            tail = walk.tail()
+            if go:
+                self.connection.pass_on(pending.place, part if go == len(part) else part[:go], not tail)
+            if tail:
+                self.connection.pass_on(pending.place, tail, True)
+        elif go:
+            self.connection.pass_on(pending.place, part if go == len(part) else part[:go], False)
 
     def drained(self) -> None:
         """Its client took its answers: read the broker again."""

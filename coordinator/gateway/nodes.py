@@ -24,9 +24,10 @@ from collections.abc import Callable
 import trio
 
 from protocol import ProtocolError
+from protocol.fetch_stream import FetchWalk
 from protocol.framing import frame as framed
 from protocol.peek import head, produce_acks
-from protocol.schemas import METADATA, PRODUCE
+from protocol.schemas import FETCH, METADATA, PRODUCE
 
 from .. import logs, metrics
 from ..listeners import Listener
@@ -178,9 +179,21 @@ class Gateway:
             link.send(frame, None)
             return None
         pending = Pending()
-        link.send(frame, (pending, correlation_id,
-                          self._rewriter(api_key, api_version, connection.client.listener.name, merge)))
+        listener = connection.client.listener.name
+        rewriter = self._rewriter(api_key, api_version, listener, merge)
+        # a Fetch answer that may name brokers streams all the same, walked as it passes (its
+        # tagged fields fixed in place); with `merge` (ACLs) it is gathered and rewritten whole
+        walks = (self._walks(api_version, listener)
+                 if api_key == FETCH.key and merge is None and rewriter is not None else None)
+        link.send(frame, (pending, correlation_id, rewriter, walks))
         return pending
+
+    def _walks(self, version: int, listener: str) -> Callable[[int], FetchWalk]:
+        exposed = self.exposed(listener)
+
+        def fix(section: bytes) -> bytes:
+            return rewrite.node_endpoints_in_place(section, exposed)
+        return lambda size: FetchWalk(version, size, fix=fix)
 
     def answer(self, frame: bytes) -> Pending:
         """A Pending already answered with `frame` (a request answered here, in its place)."""

@@ -23,7 +23,9 @@ nothing is lost). Produce and Fetch frames carry records and tagged fields our c
 not read (a partition's current_leader, diverging_epoch and snapshot_id are struct-valued),
 so they are never re-encoded: the frame is walked up to its top-level tagged fields, where
 KIP-951 puts node_endpoints (tag 0 in both), and only that tag is replaced; records and
-every other byte pass as they came.
+every other byte pass as they came. A Fetch answer streamed past (its size sent already)
+has its tagged fields rewritten in place instead, in as many bytes as they came
+(`node_endpoints_in_place`).
 """
 
 from __future__ import annotations
@@ -268,33 +270,81 @@ def _splice_node_endpoints(api_key: int, version: int, frame: bytes, addresses: 
     message = api.response
     if version not in message.versions:
         raise DecodeError(f"{message.name} v{version} is not declared")
-    end = len(frame)
     p = _skip(((_FIXED, 4), (_TAGS, None)), frame, 0)  # response header v1
-    p = _skip(_walk(message.struct, version, top=True), frame, p)
-    start = p
-    count, p = read_uvarint(frame, p)
-    tags: list[bytes] = []  # the other tagged fields, as they came: tag, size and payload
+    start = _skip(_walk(message.struct, version, top=True), frame, p)
+    found, tags = _read_tags(frame, start, f"{message.name} v{version}")
+    if found is None:
+        return frame
+    return frame[:start] + _tags_with(found, tags, addresses)
+
+
+def _read_tags(b: bytes, p: int, what: str) -> tuple[bytes | None, list[bytes]]:
+    """The top-level tagged fields from `p` to the end of `b`: node_endpoints' payload (None
+    if absent), and the other tagged fields as they came (tag, size and payload)."""
+    end = len(b)
+    count, p = read_uvarint(b, p)
+    tags: list[bytes] = []
     found = None
     for _ in range(count):
         q = p
-        tag, p = read_uvarint(frame, p)
-        size, p = read_uvarint(frame, p)
+        tag, p = read_uvarint(b, p)
+        size, p = read_uvarint(b, p)
         if p + size > end:
-            raise DecodeError(f"{message.name} v{version}: tagged field beyond the end of the frame")
+            raise DecodeError(f"{what}: tagged field beyond the end of the frame")
         if tag == _NODE_ENDPOINTS_TAG:
-            found = frame[p:p + size]
+            found = b[p:p + size]
         else:
-            tags.append(frame[q:p + size])
+            tags.append(b[q:p + size])
         p += size
     if p != end:
-        raise DecodeError(f"{message.name} v{version}: {end - p} bytes left over")
-    if found is None:
-        return frame
-    listed = decoder(_ENDPOINTS, 0)(found + b"\x00")
-    kept = _exposed(listed.node_endpoints, "node_id", addresses)
-    parts = [frame[:start], uvarint(len(tags) + (1 if kept else 0))]
+        raise DecodeError(f"{what}: {end - p} bytes left over")
+    return found, tags
+
+
+def _tags_with(found: bytes | None, tags: list[bytes], addresses: Addresses | None) -> bytes:
+    """A tagged-field section of `tags` and, unless `addresses` is None, node_endpoints'
+    payload `found` rewritten (left out if no endpoint of it is exposed)."""
+    kept = []
+    if found is not None and addresses is not None:
+        listed = decoder(_ENDPOINTS, 0)(found + b"\x00")
+        kept = _exposed(listed.node_endpoints, "node_id", addresses)
+    parts = [uvarint(len(tags) + (1 if kept else 0))]
     if kept:  # tag 0 is the lowest: it goes first, and the tags stay in order
         payload = encoder(_ENDPOINTS, 0)(_with(listed, node_endpoints=kept))[:-1]
         parts += [uvarint(_NODE_ENDPOINTS_TAG), uvarint(len(payload)), payload]
     parts += tags
     return b"".join(parts)
+
+
+# A tagged field no version of any answer declares, last in order: a client skips it
+# (KIP-482: unknown tags are ignored). It pads a rewritten section to its old length.
+_PAD_TAG = 0x7FFFFFFF
+
+
+def _padded(section: bytes, length: int) -> bytes | None:
+    """`section` (count, then tagged fields) with a padding field added so that it is
+    `length` bytes long, or None if no padding makes it so."""
+    count, p = read_uvarint(section, 0)
+    body = section[p:]
+    head = uvarint(count + 1) + body + uvarint(_PAD_TAG)
+    for size in range(max(length - len(head) - 5, 0), length - len(head)):
+        if len(head) + len(uvarint(size)) + size == length:
+            return head + uvarint(size) + bytes(size)
+    return None
+
+
+def node_endpoints_in_place(section: bytes, addresses: Addresses, what: str = "Fetch answer") -> bytes:
+    """A streamed answer's top-level tagged fields (`section`, from its count to the end),
+    with node_endpoints rewritten in exactly `len(section)` bytes: the answer's size has gone
+    out already. Rewritten and padded if it fits; otherwise node_endpoints is left out and
+    the section padded (the client, without the new leader's address, refreshes its
+    metadata as before KIP-951). Raises `DecodeError` for a section that does not read."""
+    found, tags = _read_tags(section, 0, what)
+    if found is None or found == b"\x01":  # none, or an empty list: no address to hide
+        return section
+    for candidate in (_tags_with(found, tags, addresses), _tags_with(None, tags, None)):
+        if len(candidate) == len(section):
+            return candidate
+        if len(candidate) < len(section) and (padded := _padded(candidate, len(section))) is not None:
+            return padded
+    raise DecodeError(f"{what}: its node endpoints cannot be left out in place")  # not reached: a listed one is 12+ bytes
