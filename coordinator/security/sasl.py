@@ -7,13 +7,14 @@ SCRAM-SHA-256/512 check the users' SCRAM credentials kept in ZooKeeper (`users.U
 so one `groupkeeper users add` (or Kafka's kafka-configs.sh) serves both; PLAIN sends the
 password itself, so it is offered over TLS only unless the operator allows it.
 
-A failed authentication is answered SASL_AUTHENTICATION_FAILED with the same generic
-message whatever went wrong (the log says what), and the connection closes after a delay
-(Kafka's connection.failed.authentication.delay.ms), unread meanwhile.
-Every failure for a user from a host doubles the time that host's later checks of that
-user's password must keep apart (`Pacing`), so a host guessing a password, however many
-connections it opens, gets few guesses a minute, while other users' logins from the same
-host (or NAT) are not held up.
+A password check runs as soon as its token arrives, and a success is answered at once,
+whatever failed before. A failure is answered SASL_AUTHENTICATION_FAILED with the same
+generic message whatever went wrong (the log says what), and only after a delay, with the
+connection closed then and unread meanwhile (Kafka's connection.failed.authentication.delay.ms,
+which delays the failure's answer and close). The delay grows with each failure of a user
+from a host, and that pair's failures are answered one at a time (`Pacing`): a host guessing
+a password waits for its answers however many connections it opens, while nothing it does
+holds up a login with the right password, nor other users' logins from the same host (or NAT).
 """
 
 from __future__ import annotations
@@ -43,39 +44,41 @@ _PLAIN_CHECKS = trio.CapacityLimiter(2)
 
 
 class Pacing:
-    """How far apart the password checks for one user from one host must keep: nothing
-    without a recent failure; `base` after the first, doubling with each further one up to
-    `longest`; forgotten `forget` seconds after the last failure. Keyed by (host, user), so
-    a client retrying with a wrong password slows only its own user's logins from its host.
-    One table for all listeners, bounded (the keys failed least recently go first)."""
+    """When a failed login is answered, and its connection closed. Keyed by (host, user):
+    after the first failure `base` later; each further failure doubles that gap, up to
+    `longest`; and the failures of one key are answered in turn, a gap apart, so parallel
+    connections guessing one user's password get their answers no faster than one would.
+    No failure waits more than `hold` for its answer, so connections a guesser opened and
+    left do not linger for long (its rate is then at most its connections per `hold`, which
+    max_connections_per_ip bounds). A key is forgotten `forget` seconds after its last
+    failure; one table for all listeners, bounded (the keys failed least recently go first).
 
-    def __init__(self, base: float, longest: float = 10.0, forget: float = 300.0, keys: int = 10_000):
-        self.base, self.longest, self.forget, self.keys = base, longest, forget, keys
-        # (host, user) -> [gap, next check at, last failure]
+    Only failures are ever held: the password checks themselves run at once and successes
+    are answered at once. Pacing the checks instead would let a client retrying with a wrong
+    password, or a stranger who knows a user's name, hold that user's correct logins from
+    the same host back by up to `longest` each."""
+
+    def __init__(self, base: float, longest: float = 10.0, forget: float = 300.0, keys: int = 10_000,
+                 hold: float = 30.0):
+        self.base = base
+        self.longest = max(longest, base)  # a configured base longer than 10 s is kept, not cut
+        self.hold = max(hold, self.longest)
+        self.forget, self.keys = forget, keys
+        # (host, user) -> [gap, when its last failure is answered, last failure]
         self._table: OrderedDict[tuple[str, str | None], list[float]] = OrderedDict()
 
-    def slot(self, key: tuple[str, str | None], now: float) -> float:
-        """When a check for `key` asked for `now` may run (now, without a recent failure);
-        the next check for it goes a gap later."""
-        entry = self._table.get(key)
-        if entry is None or now - entry[2] > self.forget:
-            return now
-        at = max(now, entry[1])
-        entry[1] = at + entry[0]
-        return at
-
     def failed(self, key: tuple[str, str | None], now: float) -> float:
-        """Count a failure for `key`; the delay before its connection closes."""
+        """Count a failure for `key` at `now`: when it is to be answered."""
         entry = self._table.pop(key, None)
         if entry is None or now - entry[2] > self.forget:
-            entry = [self.base, now, now]
+            gap, after = self.base, now
         else:
-            entry[0] = min(entry[0] * 2, self.longest)
-        entry[1], entry[2] = max(entry[1], now + entry[0]), now
-        self._table[key] = entry
+            gap, after = min(entry[0] * 2, self.longest), max(now, entry[1])
+        at = min(after + gap, now + self.hold)
+        self._table[key] = [gap, at, now]
         while len(self._table) > self.keys:
             self._table.popitem(last=False)
-        return entry[0]
+        return at
 
 
 class Authentication:
@@ -106,12 +109,6 @@ class _Plain:
 
     slow = True  # `step` belongs in a thread
     _unknown: ScramCredential | None = None
-
-    @staticmethod
-    def checks(token: bytes) -> tuple[bool, str | None]:
-        """Whether the step on `token` checks a password (PLAIN's one step does), and for whom."""
-        parts = token.split(b"\0")
-        return True, parts[1].decode(errors="replace") if len(parts) == 3 else None
 
     def __init__(self, credential: Callable[[str, str], ScramCredential | None]):
         self.credential = credential
@@ -152,10 +149,6 @@ class _Scram:
     @property
     def user(self) -> str | None:
         return self.server.user
-
-    def checks(self, token: bytes) -> tuple[bool, str | None]:
-        """Whether the step on `token` checks the password (the final message does), and for whom."""
-        return self.steps == 1, self.server.user
 
     def step(self, token: bytes) -> bytes:
         self.steps += 1
@@ -198,7 +191,7 @@ class SaslGate:
                 else:
                     self._token(connection, header, request.auth_bytes, frames[i + 1:])
             if connection.closed or connection.held:
-                return  # closed, or waiting for its slot or a failure's delay (the rest kept for then)
+                return  # closed, or waiting for a PLAIN check or a failure's delay (the rest kept for then)
             if connection.gate is not self:  # through: the rest are ordinary requests
                 return _go_on(connection, frames[i + 1:], now)
         connection.flush()
@@ -222,28 +215,23 @@ class SaslGate:
             return self._refuse(connection, header, _authenticate_error(ErrorCode.ILLEGAL_SASL_STATE,
                                                                         "SaslAuthenticate before SaslHandshake"),
                                 "SaslAuthenticate before SaslHandshake")
-        now = trio.current_time()
-        checks, user = self.exchange.checks(token)
-        at = self.auth.pacing.slot((connection.client.host, user), now) if checks else now
-        if at <= now and not self.exchange.slow:
-            started = time.perf_counter()
-            try:
-                answer = self._run(token)
-            except AuthenticationFailed as exc:
-                return self._failed(connection, header, str(exc))
-            return self._answered(connection, header, answer, started)
-        connection.hold()
-        connection.host.start_soon(self._later, connection, at, header, token, rest)
-
-    async def _later(self, connection, at: float, header, token: bytes, rest: list[bytes]) -> None:
-        """A paced attempt, or a slow mechanism's: checked at its slot, in a thread if slow."""
-        await trio.sleep_until(at)
+        # checked now, whatever failed before: only a failure's answer waits (`_failed`)
+        if self.exchange.slow:
+            connection.hold()
+            connection.host.start_soon(self._in_thread, connection, header, token, rest)
+            return
         started = time.perf_counter()
         try:
-            if self.exchange.slow:
-                answer = await trio.to_thread.run_sync(self._run, token, limiter=_PLAIN_CHECKS)
-            else:
-                answer = self._run(token)
+            answer = self._run(token)
+        except AuthenticationFailed as exc:
+            return self._failed(connection, header, str(exc))
+        self._answered(connection, header, answer, started)
+
+    async def _in_thread(self, connection, header, token: bytes, rest: list[bytes]) -> None:
+        """A slow mechanism's step (PLAIN's PBKDF2), checked in a thread, the connection held meanwhile."""
+        started = time.perf_counter()
+        try:
+            answer = await trio.to_thread.run_sync(self._run, token, limiter=_PLAIN_CHECKS)
         except AuthenticationFailed as exc:
             if not connection.closed:
                 self._failed(connection, header, str(exc))
@@ -274,15 +262,18 @@ class SaslGate:
                             duration_s=round(time.perf_counter() - started, 4))
 
     def _failed(self, connection, header: RequestHeader | None, reason: str) -> None:
-        delay = self.auth.pacing.failed((connection.client.host, self.exchange.user), trio.current_time())
+        """Answer a failure (unless its token came bare) and close, when `Pacing` says: the
+        answer waits with the close, as Kafka's does, so a guesser learns nothing sooner."""
+        now = trio.current_time()
+        at = self.auth.pacing.failed((connection.client.host, self.exchange.user), now)
         metrics.AUTHENTICATIONS.labels(self.mechanism, "failed").inc()
         connection.log.warning("authentication failed", mechanism=self.mechanism, user=self.exchange.user,
-                               reason=reason, delay_s=round(delay, 3))
-        if header is not None:  # at once, so the client reads why; the close comes after the delay
-            connection.add(encode_response(header, _authenticate_error(ErrorCode.SASL_AUTHENTICATION_FAILED, FAILED)))
-            connection.flush()
+                               reason=reason, delay_s=round(at - now, 3))
+        connection.flush()  # the answers before it (ApiVersions, the handshake) go now
         connection.hold()
-        connection.host.start_soon(_close_after, connection, delay, "authentication failed")
+        answer = (None if header is None else
+                  encode_response(header, _authenticate_error(ErrorCode.SASL_AUTHENTICATION_FAILED, FAILED)))
+        connection.host.start_soon(_fail_at, connection, at, answer)
 
     def _refuse(self, connection, header: RequestHeader | None, body, reason: str) -> None:
         """Answer (unless the request came bare) and close: a protocol error, not a failed password."""
@@ -303,9 +294,15 @@ def _go_on(connection, frames: list[bytes], now: float) -> None:
         connection.flush()
 
 
-async def _close_after(connection, delay: float, reason: str) -> None:
-    await trio.sleep(delay)
-    connection.close(reason)
+async def _fail_at(connection, at: float, answer: bytes | None) -> None:
+    """At `at`: the failure's answer, if any, and the close."""
+    await trio.sleep_until(at)
+    if connection.closed:  # its peer went away meanwhile (a reset), or the server is stopping
+        return
+    if answer is not None:
+        connection.add(answer)
+        connection.flush()
+    connection.close("authentication failed")
 
 
 def _authenticate_error(code: ErrorCode, message: str) -> m.SaslAuthenticateResponse:
