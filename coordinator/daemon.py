@@ -47,6 +47,15 @@ from .store.zkserver import ZooKeeperServer, data_bytes
 
 
 ZOOKEEPER_DATA_INTERVAL = 5.0  # seconds between readings of how much data ZooKeeper holds
+ZOOKEEPER_READY_TIMEOUT = 30.0  # seconds for the embedded ZooKeeper to serve at start-up
+# The last steps of a shutdown, after the connections: deregistering (again) and closing the
+# session, each at most this long. ZooKeeper answers them in milliseconds; unreachable, it
+# never does (kazoo holds requests until it reconnects, and its close waits 10 s or more),
+# and the session then ends by expiring, as after a crash.
+LEAVE_ZOOKEEPER_TIMEOUT = 1.0
+# SIGTERM to the embedded ZooKeeper, SIGKILL after this long: it exits in about a second,
+# unless it is hung (its data is safe either way: it syncs its log before answering a write).
+EMBEDDED_ZOOKEEPER_STOP_TIMEOUT = 5.0
 # The cyclic collector's thresholds once serving (Python's: 700, 10, 10). A commit's
 # entries live until the member's next commit, long enough to be promoted, so at the
 # defaults the collector ran 1,300 times in a 5,000 commits/s load and took 10 % of the
@@ -91,11 +100,16 @@ async def run(config: dict[str, Any]) -> None:
     if not hosts:
         zk_dir = Path(config["data_dir"]) / "zookeeper"
         embedded = ZooKeeperServer(zk_dir, config["embedded_zookeeper_port"], heap_mb=config["embedded_zookeeper_heap_mb"])
-        await trio.to_thread.run_sync(embedded.start)
-        hosts = embedded.connect_string
-        log.info("embedded zookeeper started", zookeeper=hosts, data_dir=str(zk_dir))
+        # spawned from trio's thread, the main one, which lives as long as this process: the
+        # kernel kills the server when this process dies (PR_SET_PDEATHSIG follows the thread
+        # that forks, and trio's worker threads end when idle)
+        embedded.spawn()
     broker = None
     try:
+        if embedded is not None:
+            await trio.to_thread.run_sync(embedded.wait_ready, ZOOKEEPER_READY_TIMEOUT)
+            hosts = embedded.connect_string
+            log.info("embedded zookeeper started", zookeeper=hosts, data_dir=str(zk_dir))
         if config["embedded_broker"]:
             broker = EmbeddedBroker(*bootstrap[0], Path(config["data_dir"]))
             try:
@@ -110,7 +124,7 @@ async def run(config: dict[str, Any]) -> None:
             await broker.stop()
             log.info("embedded broker stopped")
         if embedded is not None:
-            await trio.to_thread.run_sync(embedded.stop)
+            await trio.to_thread.run_sync(embedded.stop, EMBEDDED_ZOOKEEPER_STOP_TIMEOUT)
             log.info("embedded zookeeper stopped")
 
 
@@ -319,12 +333,35 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 await server.stopped.wait()
             nursery.cancel_scope.cancel()
             events_nursery.cancel_scope.cancel()
-        await membership.deregister()
-        log.info("instance deregistered")
+        with trio.move_on_after(LEAVE_ZOOKEEPER_TIMEOUT) as leaving:
+            await membership.deregister()  # again: the session may have come back, registered anew
+        if leaving.cancelled_caught:
+            log.warning("zookeeper did not answer: the instance's registration ends with its session",
+                        timeout_s=LEAVE_ZOOKEEPER_TIMEOUT)
+        else:
+            log.info("instance deregistered")
     finally:
-        await zk.stop()
+        await _close_session(zk, LEAVE_ZOOKEEPER_TIMEOUT, log)
         for listener, _ in listeners:  # if the server never took them
             listener.socket.close()
+
+
+async def _close_session(zk: ZooKeeperBridge, timeout: float, log) -> None:
+    """Close the ZooKeeper session, or give up after `timeout`: kazoo's stop waits for
+    ZooKeeper's answer to the close and then for its connection thread (10 s or more, then
+    with no deadline) when ZooKeeper does not answer. Given up, it goes on in its thread, which
+    does not hold the exit (kazoo's threads and trio's workers are daemon threads); the session
+    expires on ZooKeeper's side as after a crash."""
+    def stop() -> None:  # what zk.stop() does, in a thread the wait can be abandoned by
+        zk.client.stop()
+        zk.client.close()
+
+    with trio.move_on_after(timeout) as waited:
+        await trio.to_thread.run_sync(stop, abandon_on_cancel=True)
+    metrics.ZOOKEEPER_CONNECTED.set(0)
+    if waited.cancelled_caught:
+        log.warning("zookeeper did not answer the session's close: it ends by expiring",
+                    timeout_s=timeout, session_timeout_s=round(zk.session_timeout, 3))
 
 
 async def _notify_ready(scope: trio.CancelScope, coordinator: Coordinator, status: str) -> None:
@@ -365,7 +402,9 @@ async def _watch_zookeeper_data(hosts: str, heap: int | None, log) -> None:
         metrics.ZOOKEEPER_HEAP.set(heap)
     warned = False
     while True:
-        held = await trio.to_thread.run_sync(data_bytes, hosts)
+        # abandoned if cancelled: a hung server takes a second per address to time out, which
+        # shutdown does not wait for
+        held = await trio.to_thread.run_sync(data_bytes, hosts, abandon_on_cancel=True)
         if held is not None:
             metrics.ZOOKEEPER_DATA.set(held)
             if heap is not None:

@@ -90,13 +90,15 @@ class Membership:
 
     async def deregister(self) -> None:
         """Remove this instance's znode (if it is still this session's): the others see it go
-        at once, instead of after the session timeout."""
+        at once, instead of after the session timeout. Waits for ZooKeeper as long as it takes:
+        callers bound it (at shutdown: unreachable, it would answer only once reconnected)."""
         try:
             if await self._mine():
                 await self.zk.delete(layout.instance_path(self.me.id))
         except (NoNodeError, KazooException):
             pass
-        self.live.pop(self.me.id, None)
+        finally:  # cut short too: this instance counts itself out from now on
+            self.live.pop(self.me.id, None)
 
     async def _mine(self) -> bool:
         stat = await self.zk.exists(layout.instance_path(self.me.id))

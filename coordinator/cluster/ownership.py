@@ -380,16 +380,23 @@ class Coordinator:
         """Graceful shutdown: leave the live set and the placement at once, so the others
         take over now rather than after the session timeout, and release every
         group-partition in order; FindCoordinator answered here meanwhile names the new
-        owners."""
+        owners.
+
+        All within `timeout`. Leaving the live set and the placement waits on ZooKeeper,
+        which, unreachable, answers only once reconnected: after half of it the group-partitions
+        are let go all the same (NOT_COORDINATOR here), and the others learn of the leaving
+        from this instance's session ending."""
         self._stopping = True
         self.placement.leaving = True
-        await self.membership.deregister()
-        try:
-            await self.placement.sync()
-        except KazooException:
-            pass  # the others rewrite it when they see this instance gone
+        deadline = trio.current_time() + timeout
+        with trio.move_on_at(deadline - timeout / 2):
+            await self.membership.deregister()
+            try:
+                await self.placement.sync()
+            except KazooException:
+                pass  # the others rewrite it when they see this instance gone
         self._reconcile()
-        with trio.move_on_after(timeout):
+        with trio.move_on_at(deadline):
             while self._slots:
                 await self.changed.wait()
 

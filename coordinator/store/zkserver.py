@@ -5,25 +5,42 @@ Used four ways: `groupkeeper zookeeper` (in the foreground; with `--ensemble`, o
 an ensemble, as `deploy/local-cluster` runs three), `groupkeeper run` without
 `--zookeeper` (embedded, stopped on exit, like Solr's embedded ZooKeeper) and the test
 fixtures (free port, temporary data dir).
+
+A server never outlives the process that started it. Started from the main thread, the
+kernel kills it when that process dies, even by SIGKILL (Linux's PR_SET_PDEATHSIG). Where
+that cannot reach (started from another thread, which the signal would follow instead, or
+not on Linux), the PID file in its data dir names it, and the next server started on that
+data dir stops it first: only if it is that very process (same pid and start time, a
+ZooKeeper of this data dir's configuration) and the process that started it is gone. A
+process that merely has the pid now is never touched.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from .. import logs
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")  # Debian's `zookeeper` package
 SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")  # its logging, from libslf4j-java
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 ENSEMBLE_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 INSTALL_HINT = "install Debian's packages: apt-get install zookeeper default-jre-headless"
+PID_FILE = "zookeeper.pid"  # in the data dir: the server running there, and who started it
+REAP_TIMEOUT = 5.0  # seconds a leftover server gets to exit on SIGTERM, before SIGKILL
 
 
 class ZooKeeperUnavailable(Exception):
@@ -39,11 +56,47 @@ def _java() -> str:
     return java
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the thread that started it ends (Linux's
-    PR_SET_PDEATHSIG; only for the foreground command, whose main thread starts it)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def _die_with_parent() -> Callable[[], None] | None:
+    """What the child runs before exec so that it is SIGKILLed when this process dies (Linux's
+    PR_SET_PDEATHSIG); None where that cannot be had. The signal follows the *thread* that
+    forks, not the process: only the main thread, which ends with the process, may ask for
+    it, or a server started from a worker thread would die with that thread (trio's end
+    when idle)."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+    parent = os.getpid()
+
+    def in_child() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above: no signal will come
+            os._exit(1)
+    return in_child
+
+
+def _start_time(pid: int) -> str | None:
+    """When process `pid` started (clock ticks after boot, /proc/PID/stat's 22nd field): with
+    the pid, what tells a process from a later one given the same pid. None if there is no
+    such process, only its zombie, or no /proc."""
+    try:  # after the command name, which is in parentheses and may hold anything
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except (OSError, ValueError):
+        return None
+    return None if len(fields) < 20 or fields[0] == "Z" else fields[19]
+
+
+def _command_line(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def _exits(pidfd: int, timeout: float) -> bool:
+    """Whether the process of `pidfd` ends within `timeout` (a pidfd polls readable then)."""
+    poll = select.poll()
+    poll.register(pidfd, select.POLLIN)
+    return bool(poll.poll(timeout * 1000))
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -123,6 +176,16 @@ class ZooKeeperServer:
     def log_path(self) -> Path:
         return self.data_dir / "zookeeper.log"
 
+    @property
+    def pid_file(self) -> Path:
+        return self.data_dir / PID_FILE
+
+    @property
+    def config_path(self) -> Path:
+        """Absolute: it names this data dir on the server's command line whatever the working
+        directory, which is how a leftover server of this data dir is recognised."""
+        return self.data_dir.absolute() / "zoo.cfg"
+
     def _write_config(self) -> Path:
         data = self.data_dir / "data"
         data.mkdir(parents=True, exist_ok=True)
@@ -140,9 +203,8 @@ class ZooKeeperServer:
             lines += ["initLimit=10", "syncLimit=5"] + [
                 f"server.{n}={peer.host}:{peer.quorum_port}:{peer.election_port}"
                 for n, peer in enumerate(self.peers, start=1)]
-        config = self.data_dir / "zoo.cfg"
-        config.write_text("\n".join(lines + [""]))
-        return config
+        self.config_path.write_text("\n".join(lines + [""]))
+        return self.config_path
 
     def command(self) -> list[str]:
         classpath = os.pathsep.join(str(p) for p in (ZOOKEEPER_JAR, SLF4J_BINDING) if p.exists())
@@ -150,10 +212,18 @@ class ZooKeeperServer:
                 "-cp", classpath, ENSEMBLE_MAIN_CLASS if self.peers else MAIN_CLASS, str(self._write_config())]
 
     def start(self, timeout: float = 30.0, foreground: bool = False) -> None:
-        """Start the server. In the background (embedded, tests) it has a session of its own:
-        signals reach it only through stop() and kill(). In the `foreground` (`groupkeeper
-        zookeeper`) it is part of this command: its log goes to this process's stderr, it is
-        in this process's group, and it dies with this process, even a SIGKILLed one."""
+        """Start the server and return once it serves: `spawn()`, then `wait_ready()`."""
+        self.spawn(foreground)
+        self.wait_ready(timeout)
+
+    def spawn(self, foreground: bool = False) -> None:
+        """Start the server process, after stopping a leftover of this data dir's (see the
+        module's docstring). In the background (embedded, tests) it has a session of its
+        own: signals reach it only through stop() and kill(). In the `foreground`
+        (`groupkeeper zookeeper`) it is part of this command: its log goes to this process's
+        stderr and it is in this process's group. Either way it dies with this process, even
+        a SIGKILLed one, if this is the main thread (trio's, in `groupkeeper run`)."""
+        self._reap_leftover()
         try:  # another server there would answer for ours, and ours would fail to bind, unseen
             already = self.serving()
         except OSError:
@@ -167,11 +237,71 @@ class ZooKeeperServer:
         try:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT if log else None,
                                             stdin=subprocess.DEVNULL, start_new_session=not foreground,
-                                            preexec_fn=_die_with_parent if foreground else None)
+                                            preexec_fn=_die_with_parent())
         finally:
             if log is not None:
                 log.close()
-        self.wait_ready(timeout)
+        self._record()
+
+    def _record(self) -> None:
+        """Write the PID file: the server (pid, start time) and the process that started it,
+        whose end makes the server a leftover. Replaced whole, never seen half written."""
+        pid, me = self.process.pid, os.getpid()
+        record = {"pid": pid, "started": _start_time(pid), "owner": me, "owner_started": _start_time(me)}
+        partial = self.pid_file.with_name(PID_FILE + ".new")
+        partial.write_text(json.dumps(record) + "\n")
+        partial.replace(self.pid_file)
+
+    def _forget(self, pid: int) -> None:
+        """Remove the PID file if it names `pid` (a server this object stopped), not another."""
+        try:
+            if json.loads(self.pid_file.read_text()).get("pid") == pid:
+                self.pid_file.unlink()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def _reap_leftover(self) -> None:
+        """Stop the server the PID file names if it is a leftover of this data dir: that very
+        process (a pidfd pins it while it is checked and signalled: no other can take its pid
+        meanwhile), running this data dir's configuration, its starter gone. Its starter alive
+        (another instance on this data dir): refused. Anything else the file names is left
+        alone, and the stale file removed."""
+        try:
+            record = json.loads(self.pid_file.read_text())
+            pid, started = int(record["pid"]), str(record["started"])
+            owner, owner_started = int(record["owner"]), str(record["owner_started"])
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self.pid_file.unlink(missing_ok=True)  # unreadable: it names nothing we could trust
+            return
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # no such process (or no pidfds: nothing checked, nothing killed)
+            self.pid_file.unlink(missing_ok=True)
+            return
+        try:
+            command = _command_line(pid)
+            if (_start_time(pid) != started or str(self.config_path) not in command
+                    or not {MAIN_CLASS, ENSEMBLE_MAIN_CLASS} & set(command)):
+                self.pid_file.unlink(missing_ok=True)  # someone else's process has the pid now
+                return
+            if _start_time(owner) == owner_started:
+                raise ZooKeeperUnavailable(
+                    f"{self.data_dir} is in use by ZooKeeper (pid {pid}) of a running process (pid {owner}): "
+                    "give each instance a data_dir of its own")
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+            if not _exits(pidfd, REAP_TIMEOUT):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                _exits(pidfd, REAP_TIMEOUT)
+            logs.get("groupkeeper.zookeeper").warning(
+                "leftover zookeeper stopped", pid=pid, data_dir=str(self.data_dir),
+                reason="the process that started it is gone")
+            self.pid_file.unlink(missing_ok=True)
+        except ProcessLookupError:  # ended on its own meanwhile
+            self.pid_file.unlink(missing_ok=True)
+        finally:
+            os.close(pidfd)
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -201,12 +331,15 @@ class ZooKeeperServer:
         proc, self.process = self.process, None
         if proc is None or proc.poll() is not None:
             return
-        proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        finally:
+            self._forget(proc.pid)
 
     def kill(self) -> None:
         """SIGKILL: a crash, as far as clients and the data directory can tell."""
@@ -214,6 +347,8 @@ class ZooKeeperServer:
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc is not None:
+            self._forget(proc.pid)
 
     def __enter__(self) -> ZooKeeperServer:
         self.start()
