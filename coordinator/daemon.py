@@ -53,8 +53,9 @@ ZOOKEEPER_READY_TIMEOUT = 30.0  # seconds for the embedded ZooKeeper to serve at
 # never does (kazoo holds requests until it reconnects, and its close waits 10 s or more),
 # and the session then ends by expiring, as after a crash.
 LEAVE_ZOOKEEPER_TIMEOUT = 1.0
-# SIGTERM to the embedded ZooKeeper, SIGKILL after this long: it exits in about a second,
-# unless it is hung (its data is safe either way: it syncs its log before answering a write).
+# SIGTERM to the embedded ZooKeeper, SIGKILL after this long: it exits in well under a
+# second (0.4 s) unless it is hung (its data is safe either way: it syncs its log before
+# answering a write).
 EMBEDDED_ZOOKEEPER_STOP_TIMEOUT = 5.0
 # The cyclic collector's thresholds once serving (Python's: 700, 10, 10). A commit's
 # entries live until the member's next commit, long enough to be promoted, so at the
