@@ -25,6 +25,7 @@ from .acls_cli import acls
 from .groups_cli import groups
 from .topics_admin import RegistryAdmin
 from .users_cli import users
+from .zookeeper_options import quiet_kazoo
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 zookeeper_option = click.option(
@@ -40,8 +41,9 @@ def _admin(hosts: str) -> RegistryAdmin:
 
 
 def _admin_call(hosts: str, action):
-    """Run `action(admin)`; refusals and ZooKeeper failures become one line and exit 1."""
-    with _admin(hosts) as admin:
+    """Run `action(admin)`; refusals and ZooKeeper failures become one line and exit 1
+    (kazoo's retries are not printed before it: `quiet_kazoo`)."""
+    with quiet_kazoo(), _admin(hosts) as admin:
         try:
             return action(admin)
         except AdminError as exc:

@@ -3,6 +3,7 @@ whatever ZooKeeper refuses."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -28,6 +29,22 @@ def zookeeper_options(command: Callable) -> Callable:
 
 
 @contextmanager
+def quiet_kazoo() -> Iterator[None]:
+    """kazoo's own logging kept out of a CLI command's output while it runs. Without a
+    handler configured, Python prints kazoo's warnings to stderr: an unreachable ZooKeeper
+    came out as every retry ("Cannot resolve ...", "Connection dropped ...") before the one
+    line that says what failed. The command's own error says it all, so nothing of kazoo's
+    is printed (the coordinator, which configures logging, keeps kazoo's log lines)."""
+    logger = logging.getLogger("kazoo")
+    before = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+@contextmanager
 def connected(admin: Callable[..., ZooKeeperAdmin], hosts: str, digest_file: str | None,
               timeout: float) -> Iterator:
     """`admin(hosts, timeout, digest)`, connected; its refusals and ZooKeeper's failures
@@ -37,7 +54,7 @@ def connected(admin: Callable[..., ZooKeeperAdmin], hosts: str, digest_file: str
     except ValueError as exc:
         raise click.ClickException(f"--zookeeper-digest-file: {exc}") from None
     try:
-        with admin(hosts, timeout, digest) as connection:
+        with quiet_kazoo(), admin(hosts, timeout, digest) as connection:
             yield connection
     except AdminError as exc:
         raise click.ClickException(str(exc)) from None
