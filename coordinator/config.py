@@ -31,6 +31,9 @@ KEYS: dict[str, tuple[type, Any]] = {
     "allow_everyone_if_no_acl_found": (bool, False),
     "metrics_listen": (str, "127.0.0.1:9095"),
     "metrics_group_series": (int, 100),  # groups with their own groupkeeper_group_members series
+    "metrics_lag_partition_series": (int, 0),  # the largest partition lags with their own series; 0: none
+    "lag_refresh_interval_ms": (int, 30_000),  # log ends older than this are asked of the leaders
+    "lag_list_offsets_per_second": (int, 10),  # ListOffsets requests for lag, at most, a second
     "metrics_tls_cert": (str, ""),  # PEM; with metrics_tls_key, /metrics is served over HTTPS
     "metrics_tls_key": (str, ""),
     "metrics_users": (dict, {}),  # [metrics_users] name = "<hash from groupkeeper hash-password>": basic auth
@@ -100,6 +103,9 @@ RANGES: dict[str, tuple[int, int]] = {
     "group_max_offset_metadata_bytes": (4096, 64 * 1024 * 1024),
     "embedded_zookeeper_heap_mb": (64, 65536),
     "metadata_max_age_ms": (100, 3_600_000),
+    "metrics_lag_partition_series": (0, 100_000),
+    "lag_refresh_interval_ms": (1_000, 86_400_000),
+    "lag_list_offsets_per_second": (1, 10_000),
     "gateway_node_port_offset": (1, 65535),
     "gateway_max_node_id": (0, 65535),
     "gateway_max_connections_per_broker": (1, 1_000_000),

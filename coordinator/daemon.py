@@ -21,6 +21,7 @@ from .groups.consumer_group import ConsumerGroupConfig
 from .groups.group import GroupConfig
 from .groups.migration import POLICIES
 from .cluster.membership import AlreadyRegistered, Instance, Membership
+from .cluster import lag
 from .cluster.ownership import Coordinator
 from .api.router import Api
 from .security.acls.store import AclStore
@@ -41,6 +42,7 @@ from .store import layout, protection
 from .store.blocking import read_digest
 from .store.bridge import ZooKeeperBridge
 from .topics.brokers import BrokerTopics
+from .topics.log_ends import LogEndPoller, LogEnds
 from .topics.zookeeper import ZooKeeperTopics
 from .store.session import SessionGuard
 from .store.zkserver import ZooKeeperServer, data_bytes
@@ -293,7 +295,17 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 await nursery.start(gateway.run, server)
             heap = config["embedded_zookeeper_heap_mb"] * 1024 * 1024 if not config["zookeeper"] else None
             nursery.start_soon(_watch_zookeeper_data, hosts, heap, log)
-            if config["metrics_listen"]:
+            if config["metrics_listen"]:  # consumer lag, from the ends the gateway sees and the leaders'
+                log_ends = LogEnds()
+                if gateway is not None:
+                    gateway.log_ends = log_ends
+                await nursery.start(LogEndPoller(
+                    log_ends, topics, lambda: lag.committed_partitions(coordinator),
+                    config["lag_refresh_interval_ms"] / 1000, config["lag_list_offsets_per_second"],
+                    security=upstream if bootstrap is not None else None).run)
+                metrics.REGISTRY.register(metrics.LagCollector(
+                    lambda: lag.lag(coordinator, log_ends), config["metrics_group_series"],
+                    config["metrics_lag_partition_series"]))
                 metrics.REGISTRY.register(metrics.GroupsCollector(
                     lambda: ((gid, state, members, kind) for gid, _, state, members, kind in coordinator.all_groups()),
                     lambda: len(coordinator.owned), lambda: coordinator.group_partitions,

@@ -119,6 +119,10 @@ TOPIC_METADATA_FAILURES = Counter(
     "groupkeeper_topic_metadata_failures_total",
     "Metadata requests to the cluster's brokers that failed (the topic source `brokers`), by what "
     "went wrong; the next broker is tried.", ["reason"], registry=REGISTRY)
+LAG_LIST_OFFSETS = Counter(
+    "groupkeeper_lag_list_offsets_requests_total",
+    "ListOffsets requests made to partition leaders for the log ends consumer lag needs, by outcome "
+    "(ok, failed); ends seen in relayed Fetch answers need none.", ["outcome"], registry=REGISTRY)
 TOPIC_METADATA_AGE = Gauge(
     "groupkeeper_topic_metadata_age_seconds",
     "Seconds since what this instance knows of topics, partitions and leaders was last known "
@@ -323,6 +327,55 @@ class GroupsCollector:
         yield GaugeMetricFamily("groupkeeper_live_instances",
                                 "Coordinator instances registered in ZooKeeper, as this instance sees them.",
                                 value=self.live())
+
+    def describe(self):
+        return []
+
+
+class LagCollector:
+    """Consumer lag of the groups this instance coordinates, per scrape (kafka_exporter's
+    kafka_consumergroup_lag, but from the coordinator itself): per group and topic, the
+    `per_group` groups with the most lag by name and the rest summed in the series without a
+    group label; per partition, the `per_partition` largest only (0: none); and how many
+    committed partitions have no known log end yet."""
+
+    def __init__(self, lag: Callable[[], tuple[list[tuple[str, str, int, int]], int]], per_group: int,
+                 per_partition: int):
+        self.lag = lag  # ((group, topic, partition, lag), partitions whose end is unknown)
+        self.per_group = per_group
+        self.per_partition = per_partition
+
+    def collect(self):
+        rows, unknown = self.lag()
+        by_topic: dict[tuple[str, str], int] = {}
+        by_group: dict[str, int] = {}
+        for group, topic, _, lag in rows:
+            by_topic[(group, topic)] = by_topic.get((group, topic), 0) + lag
+            by_group[group] = by_group.get(group, 0) + lag
+        named = set(heapq.nsmallest(self.per_group, by_group, key=lambda g: (-by_group[g], g)))
+        summed: dict[tuple[str, str], int] = {}
+        for (group, topic), lag in by_topic.items():
+            key = (group if group in named else "", topic)
+            summed[key] = summed.get(key, 0) + lag
+        family = GaugeMetricFamily(
+            "groupkeeper_consumergroup_lag",
+            "Records between a group's committed offsets and the ends of their partitions' logs, "
+            "summed per topic; the groups beyond metrics_group_series summed without a group label.",
+            labels=["group", "topic"])
+        for (group, topic), lag in sorted(summed.items()):
+            family.add_metric([group, topic], lag)
+        yield family
+        partitions = GaugeMetricFamily(
+            "groupkeeper_consumergroup_partition_lag",
+            "Records between a group's committed offset and its partition's log end: the "
+            "metrics_lag_partition_series largest (none by default).", labels=["group", "topic", "partition"])
+        for group, topic, partition, lag in heapq.nsmallest(
+                self.per_partition, rows, key=lambda r: (-r[3], r[0], r[1], r[2])) if self.per_partition > 0 else ():
+            partitions.add_metric([group, topic, str(partition)], lag)
+        yield partitions
+        yield GaugeMetricFamily("groupkeeper_consumergroup_lag_unknown_partitions",
+                                "Committed partitions whose log end is not known yet (no lag for them).",
+                                value=unknown)
 
     def describe(self):
         return []

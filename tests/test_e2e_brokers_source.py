@@ -161,6 +161,50 @@ def test_lag_comes_from_the_leaders_the_brokers_named(zookeeper, tmp_path):
         assert groupkeeper.stop() == 0
 
 
+def _metric(process: CoordinatorProcess, name: str, **labels) -> float | None:
+    status, body = process.scrape()
+    assert status == 200
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return None
+
+
+def _wait_for_metric(process: CoordinatorProcess, value: float, name: str, timeout: float = 30.0, **labels) -> None:
+    deadline = time.monotonic() + timeout
+    while (got := _metric(process, name, **labels)) != value:
+        assert time.monotonic() < deadline, f"{name} {labels}: {got}, not {value}"
+        time.sleep(0.1)
+
+
+def test_lag_on_metrics_is_asked_of_the_leaders_and_kept_current(zookeeper, tmp_path):
+    """Without the gateway, the log ends lag needs are asked of the leaders (ListOffsets),
+    for the partitions groups have committed offsets for, again once older than
+    lag_refresh_interval_ms; per partition series when asked for."""
+    broker = StandInBroker({("lagged", 0): Log(0, 100), ("lagged", 1): Log(10, 50), ("other", 0): Log(0, 9)},
+                           {"lagged": (2, uuid.UUID(int=0xD1)), "other": (1, uuid.UUID(int=0xD2))}).start()
+    groupkeeper = CoordinatorProcess(zookeeper, tmp_path, brokers=f"127.0.0.1:{broker.port}", metadata_max_age_ms=200,
+                                     lag_refresh_interval_ms=1000, metrics_lag_partition_series=10)
+    groupkeeper.start()
+    member = RawMember(groupkeeper.port, "laggards", "lagged")
+    try:
+        assert member.join_and_sync() == {"lagged": [0, 1]}
+        assert member.commit("lagged", {0: 40, 1: 45}) == [0, 0]
+        _wait_for_metric(groupkeeper, 65, "groupkeeper_consumergroup_lag", group="laggards", topic="lagged")
+        assert _metric(groupkeeper, "groupkeeper_consumergroup_partition_lag", group="laggards", topic="lagged",
+                       partition="0") == 60
+        broker.logs[("lagged", 1)] = Log(10, 80)  # records arrive; nobody reads them
+        _wait_for_metric(groupkeeper, 95, "groupkeeper_consumergroup_lag", group="laggards", topic="lagged")
+        assert _metric(groupkeeper, "groupkeeper_lag_list_offsets_requests_total", outcome="ok") >= 2
+        # only partitions with committed offsets are asked about
+        assert _metric(groupkeeper, "groupkeeper_consumergroup_lag", topic="other") is None
+    finally:
+        member.close()
+        broker.stop()
+        assert groupkeeper.stop() == 0
+
+
 def test_unmodified_consumers_follow_the_clusters_topics(zookeeper, tmp_path):
     """kafka-python and confluent-kafka members, bootstrapping from groupkeeper: joined,
     assigned, then rebalanced as the cluster's topics grow, appear, are created again, and

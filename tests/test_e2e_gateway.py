@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Consumer as CKConsumer, Producer as CKProducer, TopicPartition as CKPartition
 from kafka import KafkaProducer
 from kafka.structs import OffsetAndMetadata
+from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
@@ -387,3 +388,45 @@ def test_fetch_answers_naming_new_leaders_are_rewritten_whole_or_as_they_stream(
     finally:
         assert process.stop() == 0
         broker.stop()
+
+
+def metric(process: CoordinatorProcess, name: str, **labels) -> float | None:
+    """A sample's value on the process's /metrics, or None if it has none."""
+    status, body = process.scrape()
+    assert status == 200
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return None
+
+
+def test_consumer_lag_is_read_from_the_fetch_answers_relayed(gateway, tansu):  # noqa: F811
+    """Lag on /metrics through the gateway: each committed offset against the high
+    watermark of the Fetch answers the gateway relayed to the group's consumer, with no
+    ListOffsets asked of the broker for it."""
+    values = [f"lag-{i}".encode() for i in range(90)]
+    produce_with_librdkafka(gateway.bootstrap, values)
+    consumer = CKConsumer({"bootstrap.servers": gateway.bootstrap, "group.id": "lagging",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    try:
+        read, ends = 0, {}
+        deadline = time.monotonic() + 60
+        while read < len(values) and time.monotonic() < deadline:
+            if (message := consumer.poll(0.5)) is not None and message.error() is None:
+                read += 1
+                ends[message.partition()] = message.offset() + 1
+        assert read == len(values)
+        # each partition committed 7 records short of its end (or at 0)
+        positions = {p: max(0, end - 7) for p, end in ends.items()}
+        consumer.commit(offsets=[CKPartition(TOPIC, p, o) for p, o in positions.items()], asynchronous=False)
+        expected = sum(ends[p] - positions[p] for p in ends)
+        deadline = time.monotonic() + 30
+        while metric(gateway, "groupkeeper_consumergroup_lag", group="lagging", topic=TOPIC) != expected:
+            assert time.monotonic() < deadline, metric(gateway, "groupkeeper_consumergroup_lag", group="lagging")
+            consumer.poll(0.2)  # keeps fetching: the high watermarks keep coming
+        assert not metric(gateway, "groupkeeper_lag_list_offsets_requests_total", outcome="ok")
+        assert metric(gateway, "groupkeeper_consumergroup_lag_unknown_partitions") == 0
+    finally:
+        consumer.close()

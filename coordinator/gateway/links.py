@@ -248,7 +248,7 @@ class BrokerLink:
                     self._walked(pending, walk, part)
                 continue
             if self.gathering is not None:  # an answer gathered whole
-                pending, rewrite, parts, need = self.gathering
+                pending, rewrite, parts, need, walks = self.gathering
                 have = sum(map(len, parts))
                 take = min(need - have, n - pos)
                 whole = not parts and take == need
@@ -257,6 +257,8 @@ class BrokerLink:
                 if whole or have + take == need:
                     self.gathering = None
                     frame = part if whole else b"".join([*parts, part])
+                    if walks is not None:  # a Fetch: its high watermarks read, whole
+                        walks(need - 4).feed(frame)
                     pending.resolve(_Answer(frame if rewrite is None else rewrite(frame[4:])))
                 else:
                     parts.append(part)
@@ -281,11 +283,12 @@ class BrokerLink:
             pending, expected, rewrite, walks = self.waiting.popleft()
             if correlation_id != expected:
                 return self.close("the broker answered out of order")
-            # streamed: an answer left as it is, or one walked as it passes that is not here
+            # streamed: an answer left as it is (walked as it passes, if it is a Fetch whose
+            # high watermarks are read), or one to rewrite that is walked and is not here
             # whole (one that is, is rewritten whole: its size may change then)
             if (rewrite is None or (walks is not None and (started or 4 + size > n - pos))) \
                     and self.connection.at_head(pending.place):
-                walk = None if rewrite is None else walks(size)
+                walk = None if walks is None else walks(size)
                 left = 4 + size - sum(map(len, started))
                 self.streaming = (pending, left, walk) if left else None
                 for part in started:
@@ -294,7 +297,7 @@ class BrokerLink:
                     else:
                         self._walked(pending, walk, part)
             else:
-                self.gathering = (pending, rewrite, started, 4 + size)
+                self.gathering = (pending, rewrite, started, 4 + size, walks)
 
     def _walked(self, pending: Pending, walk: FetchWalk, part) -> None:
         """Pass on what `walk` lets go of `part` now; at the answer's end, its held tail fixed."""

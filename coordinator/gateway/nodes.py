@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import uuid
 from collections import Counter
 from collections.abc import Callable
 
@@ -34,11 +35,13 @@ from ..listeners import Listener
 from ..serving.interfaces import CloseConnection
 from ..serving.pending import Pending
 from ..topics.brokers import BrokerTopics
+from ..topics.log_ends import LogEnds
 from . import rewrite
 from .links import BrokerLink, BrokerSecurity
 from .ports import PortScheme
 
 SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source knows
+MAX_TOPIC_NAMES = 100_000  # topic ids whose names are remembered (a lookup for the rest)
 
 
 class Gateway:
@@ -70,6 +73,8 @@ class Gateway:
         self._changed = trio.Event()
         self._index = {bound.name: i for i, (bound, _) in enumerate(listeners)}
         self._advertised = {bound.name: advertised for bound, advertised in listeners}
+        self.log_ends: LogEnds | None = None  # where relayed Fetch answers' high watermarks go, if lag is measured
+        self._topic_names: dict[bytes, str] = {}  # topic ids (as Fetch v13+ has them) -> names, as looked up
 
     # -- nodes ---------------------------------------------------------------------------
 
@@ -183,17 +188,42 @@ class Gateway:
         rewriter = self._rewriter(api_key, api_version, listener, merge)
         # a Fetch answer that may name brokers streams all the same, walked as it passes (its
         # tagged fields fixed in place); with `merge` (ACLs) it is gathered and rewritten whole
-        walks = (self._walks(api_version, listener)
-                 if api_key == FETCH.key and merge is None and rewriter is not None else None)
+        # (and every Fetch answer when consumer lag is measured: its high watermarks are read)
+        walks = (self._walks(api_version, listener, rewriter is not None)
+                 if api_key == FETCH.key and merge is None and (rewriter is not None or self.log_ends is not None)
+                 else None)
         link.send(frame, (pending, correlation_id, rewriter, walks))
         return pending
 
-    def _walks(self, version: int, listener: str) -> Callable[[int], FetchWalk]:
-        exposed = self.exposed(listener)
+    def _walks(self, version: int, listener: str, rewritten: bool) -> Callable[[int], FetchWalk]:
+        fix = None
+        if rewritten:
+            exposed = self.exposed(listener)
 
-        def fix(section: bytes) -> bytes:
-            return rewrite.node_endpoints_in_place(section, exposed)
-        return lambda size: FetchWalk(version, size, fix=fix)
+            def fix(section: bytes) -> bytes:
+                return rewrite.node_endpoints_in_place(section, exposed)
+        seen = self._high_watermarks() if self.log_ends is not None else None
+        return lambda size: FetchWalk(version, size, on_partition=seen, fix=fix)
+
+    def _high_watermarks(self) -> Callable[[str | bytes, int, int, int], None]:
+        """What a walk hands each partition of a Fetch answer to: its high watermark, kept
+        as its log's end (topics named by id from Fetch v13 are looked up by name)."""
+        ends, names, now = self.log_ends, self._topic_names, trio.current_time()
+
+        def seen(topic: str | bytes, partition: int, error: int, high_watermark: int) -> None:
+            if error:
+                return
+            if isinstance(topic, bytes):
+                name = names.get(topic)
+                if name is None:
+                    name = self.topics.names_by_id.get(uuid.UUID(bytes=topic))
+                    if name is None:
+                        return
+                    if len(names) < MAX_TOPIC_NAMES:
+                        names[topic] = name
+                topic = name
+            ends.seen(topic, partition, high_watermark, now)
+        return seen
 
     def answer(self, frame: bytes) -> Pending:
         """A Pending already answered with `frame` (a request answered here, in its place)."""

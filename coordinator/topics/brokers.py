@@ -73,7 +73,7 @@ class BrokerTopics(TopicView):
         self.timeout = timeout  # for connecting (TLS and SASL included), and for each answer
         self.security = security  # None: PLAINTEXT
         self.log = structlog.get_logger("groupkeeper.topics").bind(source="brokers")
-        self._connection: _BrokerConnection | None = None
+        self._connection: BrokerConnection | None = None
         self._wanted = trio.Event()
 
     def want(self, topic: str) -> None:
@@ -128,7 +128,7 @@ class BrokerTopics(TopicView):
 
     async def _ask(self, address: tuple[str, int]):
         if self._connection is None:
-            self._connection = await _BrokerConnection.open(address, self.security)
+            self._connection = await BrokerConnection.open(address, self.security)
             self.api_versions = await self._connection.api_versions()
         low, high = self.api_versions.get(METADATA.key, (0, -1))
         version = min(high, METADATA_VERSIONS[1])
@@ -193,7 +193,7 @@ def _tls_text(exc: ssl.SSLError) -> str:
     return f"TLS: {exc.reason or exc}" + (f" ({verify})" if verify else "")
 
 
-class _BrokerConnection:
+class BrokerConnection:
     """One connection to a broker speaking our codec, a request at a time."""
 
     def __init__(self, address: tuple[str, int], stream: trio.abc.Stream, transport: trio.SocketStream):
@@ -204,7 +204,7 @@ class _BrokerConnection:
         self.correlation = 0
 
     @classmethod
-    async def open(cls, address: tuple[str, int], security: Security | None = None) -> _BrokerConnection:
+    async def open(cls, address: tuple[str, int], security: Security | None = None) -> BrokerConnection:
         """Connected, through TLS and SASL if `security` asks for them."""
         transport = await trio.open_tcp_stream(*address)
         try:

@@ -1,0 +1,106 @@
+"""Consumer lag: the log ends table, lag from the committed offsets, the metric families
+(pure, no I/O); the ListOffsets poller against a broker (the stand-in, over a socket)."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+
+import trio
+import trio.testing
+
+from coordinator.cluster import lag
+from coordinator.metrics import LagCollector
+from coordinator.topics.brokers import BrokerTopics
+from coordinator.topics.log_ends import PER_REQUEST, LogEndPoller, LogEnds
+from tests.standin_broker import Log, StandInBroker
+
+
+def coordinator_with(offsets: dict[str, dict[str, dict[int, int]]], loaded: bool = True, releasing: bool = False):
+    """The shape `lag` reads of a Coordinator: owned group-partitions, each a store's
+    confirmed offsets (group -> topic -> partition -> entry)."""
+    event = trio.Event()
+    if loaded:
+        event.set()
+    durable = {g: {t: {p: (o, -1, None, 0) for p, o in ps.items()} for t, ps in ts.items()}
+               for g, ts in offsets.items()}
+    return SimpleNamespace(owned={0: SimpleNamespace(store=SimpleNamespace(durable=durable), loaded=event,
+                                                     releasing=releasing)})
+
+
+def test_log_ends_are_bounded_and_age():
+    ends = LogEnds(max_partitions=2)
+    ends.seen("a", 0, 10, now=1.0)
+    ends.seen("a", 1, -1, now=1.0)  # an error's -1: nothing learned
+    ends.seen("a", 1, 5, now=2.0)
+    ends.seen("b", 0, 7, now=2.0)  # full: refused, counted
+    assert ends.get("a", 0) == (10, 1.0) and ends.get("b", 0) is None and ends.refused == 1
+    ends.seen("a", 0, 12, now=3.0)  # a known one is always updated
+    assert ends.get("a", 0) == (12, 3.0)
+    assert ends.stale([("a", 0), ("a", 1), ("c", 0)], older_than=1.5, now=4.0) == [("a", 1), ("c", 0)]
+    assert ends.forget_unseen(before=2.5) == 1 and ends.get("a", 1) is None
+
+
+def test_lag_is_each_committed_offset_against_its_end_never_negative():
+    coordinator = coordinator_with({"g1": {"orders": {0: 10, 1: 20, 2: 30}}, "g2": {"orders": {0: 50}}})
+    ends = LogEnds()
+    ends.seen("orders", 0, 40, now=0)
+    ends.seen("orders", 1, 20, now=0)
+    rows, unknown = lag.lag(coordinator, ends)
+    assert sorted(rows) == [("g1", "orders", 0, 30), ("g1", "orders", 1, 0), ("g2", "orders", 0, 0)]
+    assert unknown == 1  # g1's partition 2: no end seen
+    assert lag.committed_partitions(coordinator) == {("orders", 0), ("orders", 1), ("orders", 2)}
+    # group-partitions not loaded yet, or being handed over, are not this instance's to report
+    assert lag.lag(coordinator_with({"g": {"t": {0: 1}}}, loaded=False), ends) == ([], 0)
+    assert lag.lag(coordinator_with({"g": {"t": {0: 1}}}, releasing=True), ends) == ([], 0)
+
+
+def families(collector) -> dict[str, dict[tuple, float]]:
+    return {f.name: {tuple(s.labels.values()): s.value for s in f.samples} for f in collector.collect()}
+
+
+def test_the_lag_metrics_bound_their_series():
+    rows = [("big", "t", 0, 500), ("big", "t", 1, 400), ("big", "u", 0, 1), ("mid", "t", 0, 90),
+            ("small", "t", 0, 3), ("small", "u", 0, 2)]
+    got = families(LagCollector(lambda: (rows, 4), per_group=2, per_partition=0))
+    assert got["groupkeeper_consumergroup_lag"] == {
+        ("big", "t"): 900, ("big", "u"): 1, ("mid", "t"): 90,
+        ("", "t"): 3, ("", "u"): 2}  # the groups beyond the two with most lag, summed
+    assert got["groupkeeper_consumergroup_partition_lag"] == {}  # none by default
+    assert got["groupkeeper_consumergroup_lag_unknown_partitions"] == {(): 4}
+    got = families(LagCollector(lambda: (rows, 0), per_group=100, per_partition=2))
+    assert got["groupkeeper_consumergroup_partition_lag"] == {("big", "t", "0"): 500, ("big", "t", "1"): 400}
+    assert got["groupkeeper_consumergroup_lag"][("small", "u")] == 2
+
+
+async def test_the_poller_asks_the_leaders_for_stale_ends_only():
+    """Against a broker over a socket: the partitions wanted whose ends are unknown or old
+    are asked with ListOffsets, grouped by leader; fresh ones are not asked again."""
+    topic_id = uuid.uuid4()
+    broker = StandInBroker({("orders", 0): Log(0, 120), ("orders", 1): Log(5, 77), ("orders", 2): Log(0, 3)},
+                           {"orders": (3, topic_id)}, node_id=1).start()
+    try:
+        view = BrokerTopics([("127.0.0.1", broker.port)], max_age=60)
+        assert await view.refresh()
+        ends = LogEnds()
+        wanted = {("orders", 0), ("orders", 1), ("unknown", 0)}  # a topic without a leader waits
+        poller = LogEndPoller(ends, view, lambda: wanted, interval=30, per_second=1000)
+        now = trio.current_time()
+        assert poller.requests(now) == [(1, [("orders", 0), ("orders", 1)])]
+        await poller.round()
+        assert ends.get("orders", 0)[0] == 120 and ends.get("orders", 1)[0] == 77
+        assert ends.get("orders", 2) is None  # not wanted: no group has an offset for it
+        asked = len(broker.requests)
+        assert poller.requests(trio.current_time()) == []  # fresh: nothing to ask
+        await poller.round()
+        assert len(broker.requests) == asked
+    finally:
+        broker.stop()
+
+
+def test_requests_are_split_per_leader_and_size():
+    view = SimpleNamespace(states={("t", p): SimpleNamespace(leader=p % 2) for p in range(2 * PER_REQUEST + 10)},
+                           brokers={0: object(), 1: object()})
+    poller = LogEndPoller(LogEnds(), view, lambda: list(view.states), interval=30, per_second=10)
+    requests = poller.requests(0.0)
+    assert [(leader, len(keys)) for leader, keys in requests] == [(0, PER_REQUEST), (0, 5), (1, PER_REQUEST), (1, 5)]
