@@ -262,8 +262,9 @@ class ZooKeeperServer:
 
     def _reap_leftover(self) -> None:
         """Stop the server the PID file names if it is a leftover of this data dir: that very
-        process (a pidfd pins it while it is checked and signalled: no other can take its pid
-        meanwhile), running this data dir's configuration, its starter gone. Its starter alive
+        process (the pid's start time is the file's; signalled through a pidfd opened before
+        the check, which reaches the process it was opened on or none, so a pid reused
+        meanwhile cannot redirect it), running this data dir's configuration, its starter gone. Its starter alive
         (another instance on this data dir): refused. Anything else the file names is left
         alone, and the stale file removed."""
         try:
@@ -300,6 +301,9 @@ class ZooKeeperServer:
             self.pid_file.unlink(missing_ok=True)
         except ProcessLookupError:  # ended on its own meanwhile
             self.pid_file.unlink(missing_ok=True)
+        except PermissionError:  # ours by every sign, yet another user's: not for us to stop
+            raise ZooKeeperUnavailable(f"a leftover ZooKeeper (pid {pid}) holds {self.data_dir}, and this user "
+                                       "may not stop it") from None
         finally:
             os.close(pidfd)
 
