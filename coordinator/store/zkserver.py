@@ -264,9 +264,9 @@ class ZooKeeperServer:
         """Stop the server the PID file names if it is a leftover of this data dir: that very
         process (the pid's start time is the file's; signalled through a pidfd opened before
         the check, which reaches the process it was opened on or none, so a pid reused
-        meanwhile cannot redirect it), running this data dir's configuration, its starter gone. Its starter alive
-        (another instance on this data dir): refused. Anything else the file names is left
-        alone, and the stale file removed."""
+        meanwhile cannot redirect it), running this data dir's configuration, its starter
+        gone. Its starter alive (another instance on this data dir): refused. Anything else
+        the file names is left alone, and the stale file removed."""
         try:
             record = json.loads(self.pid_file.read_text())
             pid, started = int(record["pid"]), str(record["started"])
