@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import signal
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
@@ -265,6 +266,10 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             coordinator = Coordinator(zk, guard, topics, membership, _group_config(config), classic_assignors,
                                       config["strict_assignment"], events, consumer_assignors)
             guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
+            log_ends = LogEnds()  # where partitions' logs end, and each partition's recent commits: for lag
+            windows = lag.CommitWindows(log_ends)
+            if config["metrics_listen"]:
+                coordinator.on_durable = windows.committed
             await nursery.start(coordinator.run)
             authentication = acl_store = None
             if any(listener.sasl for listener, _ in kafka_listeners):
@@ -296,7 +301,6 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             heap = config["embedded_zookeeper_heap_mb"] * 1024 * 1024 if not config["zookeeper"] else None
             nursery.start_soon(_watch_zookeeper_data, hosts, heap, log)
             if config["metrics_listen"]:  # consumer lag, from the ends the gateway sees and the leaders'
-                log_ends = LogEnds()
                 if gateway is not None:
                     gateway.log_ends = log_ends
                 await nursery.start(LogEndPoller(
@@ -305,7 +309,8 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                     security=upstream if bootstrap is not None else None).run)
                 metrics.REGISTRY.register(metrics.LagCollector(
                     lambda: lag.lag(coordinator, log_ends), config["metrics_group_series"],
-                    config["metrics_lag_partition_series"]))
+                    config["metrics_lag_partition_series"],
+                    lambda: windows.statuses(coordinator, int(time.time() * 1000))))
                 metrics.REGISTRY.register(metrics.GroupsCollector(
                     lambda: ((gid, state, members, kind) for gid, _, state, members, kind in coordinator.all_groups()),
                     lambda: len(coordinator.owned), lambda: coordinator.group_partitions,

@@ -340,13 +340,43 @@ class LagCollector:
     committed partitions have no known log end yet."""
 
     def __init__(self, lag: Callable[[], tuple[list[tuple[str, str, int, int]], int]], per_group: int,
-                 per_partition: int):
+                 per_partition: int, statuses: Callable[[], dict[str, str]] | None = None):
         self.lag = lag  # ((group, topic, partition, lag), partitions whose end is unknown)
         self.per_group = per_group
         self.per_partition = per_partition
+        self.statuses = statuses  # group -> its status by Burrow's rules (cluster.lag)
 
     def collect(self):
         rows, unknown = self.lag()
+        yield from self._lag(rows, unknown)
+        if self.statuses is not None:
+            yield from self._statuses(self.statuses(), rows)
+
+    def _statuses(self, statuses: dict[str, str], rows):
+        """One series per group for the `per_group` worst (by status, then lag, then name),
+        and how many groups are in each status."""
+        order = {"OK": 0, "WARN": 1, "STOP": 2, "STALL": 3, "REWIND": 4}
+        lag: dict[str, int] = {}
+        for group, _, _, n in rows:
+            lag[group] = lag.get(group, 0) + n
+        family = GaugeMetricFamily(
+            "groupkeeper_consumergroup_status",
+            "1 for a group's status by Burrow's rules (OK, WARN, STOP, STALL, REWIND; Burrow's group "
+            "status shows the last three as ERR): the metrics_group_series worst groups.",
+            labels=["group", "status"])
+        for group in heapq.nsmallest(self.per_group, statuses,
+                                     key=lambda g: (-order.get(statuses[g], 0), -lag.get(g, 0), g)):
+            family.add_metric([group, statuses[group]], 1)
+        yield family
+        counts = GaugeMetricFamily("groupkeeper_consumergroups_by_status",
+                                   "Groups this instance coordinates with committed offsets, by status.",
+                                   labels=["status"])
+        tally = Tally(statuses.values())
+        for status in order:
+            counts.add_metric([status], tally.get(status, 0))
+        yield counts
+
+    def _lag(self, rows, unknown):
         by_topic: dict[tuple[str, str], int] = {}
         by_group: dict[str, int] = {}
         for group, topic, _, lag in rows:

@@ -199,6 +199,11 @@ def test_lag_on_metrics_is_asked_of_the_leaders_and_kept_current(zookeeper, tmp_
         assert _metric(groupkeeper, "groupkeeper_lag_list_offsets_requests_total", outcome="ok") >= 2
         # only partitions with committed offsets are asked about
         assert _metric(groupkeeper, "groupkeeper_consumergroup_lag", topic="other") is None
+        # commits that stopped while lag remains: Burrow's STOP, once the silence outlasts the window
+        time.sleep(1.1)
+        assert member.commit("lagged", {0: 41, 1: 45}) == [0, 0]
+        _wait_for_metric(groupkeeper, 1, "groupkeeper_consumergroup_status", group="laggards", status="STOP")
+        assert _metric(groupkeeper, "groupkeeper_consumergroups_by_status", status="STOP") == 1
     finally:
         member.close()
         broker.stop()

@@ -104,3 +104,56 @@ def test_requests_are_split_per_leader_and_size():
     poller = LogEndPoller(LogEnds(), view, lambda: list(view.states), interval=30, per_second=10)
     requests = poller.requests(0.0)
     assert [(leader, len(keys)) for leader, keys in requests] == [(0, PER_REQUEST), (0, 5), (1, PER_REQUEST), (1, 5)]
+
+
+# -- Burrow's rules -------------------------------------------------------------------------
+
+def window(*commits):
+    """(offset, seconds, lag) triples as commits (times in ms)."""
+    return [(o, int(t * 1000), lag) for o, t, lag in commits]
+
+
+def test_burrows_rules_each_in_their_order():
+    now = 100_000
+    # lag zero now, or at any commit of the window: OK whatever else
+    assert lag.partition_status(window((5, 10, 3), (5, 20, 3)), 0, now) == lag.OK
+    assert lag.partition_status(window((5, 10, 0), (5, 20, 3)), 3, now) == lag.OK
+    # an offset that went backwards: REWIND, before anything else
+    assert lag.partition_status(window((50, 60, 5), (40, 70, 9), (45, 80, 9)), 9, now) == lag.REWIND
+    # the last commit longer ago than the window spans: STOP
+    assert lag.partition_status(window((10, 40, 5), (20, 50, 5)), 5, 61_000) == lag.STOP
+    assert lag.partition_status(window((10, 40, 5), (20, 50, 5)), 5, 59_000) != lag.STOP
+    # the same offset committed again and again, with lag: STALL
+    assert lag.partition_status(window((10, 80, 5), (10, 90, 7), (10, 100, 9)), 9, now) == lag.STALL
+    # moving, but the lag never decreasing: WARN; once it decreases: OK
+    assert lag.partition_status(window((10, 80, 5), (20, 90, 5), (30, 100, 8)), 8, now) == lag.WARN
+    assert lag.partition_status(window((10, 80, 5), (20, 90, 9), (30, 100, 8)), 8, now) == lag.OK
+    # nothing committed, or no end known: nothing to judge
+    assert lag.partition_status([], 100, now) == lag.OK
+    assert lag.partition_status(window((10, 80, 5)), None, now) == lag.OK
+
+
+def test_commit_windows_keep_the_last_commits_with_their_lag_and_judge_groups():
+    ends = LogEnds()
+    ends.seen("t", 0, 100, now=0)
+    windows = lag.CommitWindows(ends, window=3, min_distance_ms=1000)
+    for i, offset in enumerate((10, 20, 30, 40)):
+        windows.committed("g", "t", {0: (offset, -1, None, 10_000 * (i + 1))})
+    windows.committed("g", "t", {0: (45, -1, None, 40_500)})  # within min distance: replaces the last
+    assert windows.windows[("g", "t", 0)] == [(20, 20_000, 80), (30, 30_000, 70), (45, 40_500, 55)]
+    coordinator = coordinator_with({"g": {"t": {0: 45}}, "stuck": {"t": {0: 5}}})
+    for when in (10_000, 20_000, 30_000):
+        windows.committed("stuck", "t", {0: (5, -1, None, when)})
+    assert windows.statuses(coordinator, now_ms=41_000) == {"g": lag.OK, "stuck": lag.STALL}
+    # a group no longer served here: its windows go
+    assert windows.statuses(coordinator_with({"g": {"t": {0: 45}}}), now_ms=41_000) == {"g": lag.OK}
+    assert set(windows.windows) == {("g", "t", 0)}
+
+
+def test_the_status_metrics_name_the_worst_groups_and_count_all():
+    statuses = {"a": lag.OK, "b": lag.STALL, "c": lag.WARN, "d": lag.OK}
+    rows = [("a", "t", 0, 1000), ("b", "t", 0, 1), ("c", "t", 0, 5), ("d", "t", 0, 7)]
+    got = families(LagCollector(lambda: (rows, 0), per_group=2, per_partition=0, statuses=lambda: statuses))
+    assert got["groupkeeper_consumergroup_status"] == {("b", lag.STALL): 1, ("c", lag.WARN): 1}
+    assert got["groupkeeper_consumergroups_by_status"] == {
+        ("OK",): 2, ("WARN",): 1, ("STOP",): 0, ("STALL",): 1, ("REWIND",): 0}

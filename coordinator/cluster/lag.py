@@ -39,3 +39,97 @@ def lag(coordinator, ends: LogEnds) -> tuple[list[tuple[str, str, int, int]], in
         else:
             rows.append((group, topic, partition, max(0, end[0] - offset)))
     return rows, unknown
+
+
+# -- a group's status, by Burrow's rules ---------------------------------------------------
+#
+# Burrow (LinkedIn's lag monitor) judges a consumer by the shape of its recent commits, not
+# by a lag threshold: for each partition, a window of its last commits (offset, time, lag at
+# that moment), and these rules, the first that holds deciding:
+#   1. the lag was zero at some commit of the window, or is zero now: OK;
+#   2. an offset went backwards within the window: REWIND;
+#   3. the time since the last commit exceeds the window's own span: STOP (no commits);
+#   4. every commit of the window has the same offset (lag not zero): STALL;
+#   5. the lag never decreased from one commit to the next: WARN (falling behind);
+#   otherwise OK. A group is as bad as its worst partition (Burrow's group status shows
+# STOP, STALL and REWIND as ERR). Burrow reads the commits from __consumer_offsets, which
+# never sees groupkeeper's; groupkeeper sees each commit first-hand.
+
+OK, WARN, STOP, STALL, REWIND = "OK", "WARN", "STOP", "STALL", "REWIND"
+SEVERITY = {OK: 0, WARN: 1, STOP: 2, STALL: 3, REWIND: 4}
+ERRORS = frozenset({STOP, STALL, REWIND})  # Burrow's ERR
+WINDOW = 10  # commits kept per partition (Burrow's `intervals`)
+MIN_DISTANCE_MS = 1000  # a commit this close to the last replaces it (Burrow's `min-distance`)
+
+Commit = tuple[int, int, "int | None"]  # (offset, commit time ms, lag then: None if the end was unknown)
+
+
+def partition_status(window: list[Commit] | tuple[Commit, ...], lag_now: int | None, now_ms: int) -> str:
+    """A partition's status by the rules above, from its window of commits (oldest first)."""
+    if not window or lag_now == 0 or lag_now is None:
+        return OK
+    lags = [lag for _, _, lag in window if lag is not None]
+    if any(lag == 0 for lag in lags):
+        return OK
+    offsets = [offset for offset, _, _ in window]
+    if any(later < earlier for earlier, later in zip(offsets, offsets[1:])):
+        return REWIND
+    first, last = window[0][1], window[-1][1]
+    if now_ms - last > last - first:
+        return STOP
+    if len(window) > 1 and all(offset == offsets[0] for offset in offsets):
+        return STALL
+    if len(lags) > 1 and all(later >= earlier for earlier, later in zip(lags, lags[1:])):
+        return WARN
+    return OK
+
+
+class CommitWindows:
+    """The last WINDOW commits of each partition of the groups served here, with the lag at
+    each (against `ends` as then known); at most `max_partitions` partitions are followed."""
+
+    def __init__(self, ends: LogEnds, window: int = WINDOW, min_distance_ms: int = MIN_DISTANCE_MS,
+                 max_partitions: int = 1_000_000):
+        self.ends = ends
+        self.window = window
+        self.min_distance_ms = min_distance_ms
+        self.max_partitions = max_partitions
+        self.windows: dict[tuple[str, str, int], list[Commit]] = {}
+
+    def committed(self, group: str, topic: str, entries: dict) -> None:
+        """A store's confirmed offsets (partition -> (offset, epoch, metadata, time ms))."""
+        for partition, entry in entries.items():
+            offset, when = entry[0], entry[3]
+            if offset < 0:
+                continue
+            key = (group, topic, partition)
+            window = self.windows.get(key)
+            if window is None:
+                if len(self.windows) >= self.max_partitions:
+                    continue
+                window = self.windows[key] = []
+            end = self.ends.get(topic, partition)
+            commit = (offset, when, None if end is None else max(0, end[0] - offset))
+            if window and 0 <= when - window[-1][1] < self.min_distance_ms:
+                window[-1] = commit
+            else:
+                window.append(commit)
+                if len(window) > self.window:
+                    del window[0]
+
+    def statuses(self, coordinator, now_ms: int) -> dict[str, str]:
+        """Each group served here that has committed offsets: its worst partition's status.
+        Windows of partitions no longer served here are dropped."""
+        worst: dict[str, str] = {}
+        kept = set()
+        for group, topic, partition, offset in committed(coordinator):
+            key = (group, topic, partition)
+            kept.add(key)
+            end = self.ends.get(topic, partition)
+            status = partition_status(self.windows.get(key, ()), None if end is None else max(0, end[0] - offset),
+                                      now_ms)
+            if SEVERITY[status] >= SEVERITY[worst.get(group, OK)]:
+                worst[group] = status
+        for key in [k for k in self.windows if k not in kept]:
+            del self.windows[key]
+        return worst

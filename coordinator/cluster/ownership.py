@@ -91,6 +91,8 @@ class Coordinator:
         self.strict = strict
         self.events = events
         self.writer = OffsetWriter(zk)  # every owned group-partition's offset writes
+        # told of every commit ZooKeeper confirms (group, topic, entries): `lag.CommitWindows`
+        self.on_durable: Callable[[str, str, dict], None] | None = None
         self.group_partitions = 0  # known once running
         self.placement: Placement | None = None
         self.owned: dict[int, Owned] = {}
@@ -232,6 +234,7 @@ class Coordinator:
                 reason = _gained_reason(previous, self.instance_id)
                 store = PartitionStore(self.zk, self.writer, slot.fence, self.guard,
                                        self.group_config.max_offset_metadata_bytes)
+                store.on_durable = self.on_durable
                 owned = slot.owned = Owned(store, GroupSet(
                     self.group_config, self.assignors, self._partitions_of, store.write_group, self.strict,
                     self.events, lease=self.guard.wait_current, consumer_assignors=self.consumer_assignors,

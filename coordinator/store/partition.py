@@ -115,6 +115,8 @@ class PartitionStore:
         self._writing = 0  # writes accepted and not yet confirmed or failed
         self._idle = trio.Event()
         self._idle.set()
+        # told of each group's offsets once ZooKeeper has confirmed them: (group, topic, entries)
+        self.on_durable: Callable[[str, str, dict[int, OffsetEntry]], None] | None = None
         self.log = logs.get("groupkeeper.store").bind(partition=self.partition)
 
     # -- loading --------------------------------------------------------------------------
@@ -424,6 +426,8 @@ class PartitionStore:
         durable = self.durable
         for group, topic, updates in batch.applied[multi.index]:
             durable.setdefault(group, {}).setdefault(topic, {}).update(updates)
+            if self.on_durable is not None:
+                self.on_durable(group, topic, updates)
         if multi.index == len(batch.applied) - 1:
             self._finish(batch.commits, None)
             self._offer()
