@@ -15,9 +15,10 @@ from kafka.structs import OffsetAndMetadata
 from confluent_kafka import TopicPartition as CKPartition
 
 from tools.cli import main
+from tools.groups_cli import NO_ACTION_WARNING
 from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
-from protocol.schemas import LIST_OFFSETS, METADATA
+from protocol.schemas import LIST_OFFSETS, METADATA, OFFSET_COMMIT
 from tests.clients import CK, RawConnection, RawMember, kp_assigned, kp_commit, kp_consumer, poll_until
 from tests.coordinator_process import CoordinatorProcess
 from tests.standin_broker import Log, StandInBroker
@@ -51,11 +52,12 @@ def table(text: str) -> list[list[str]]:
 
 
 def refused(result, message: str) -> None:
-    """Exit status 1, nothing on stdout, and exactly `Error: message` on stderr."""
+    """Exit status 1, nothing on stdout, and exactly `Error: message` on stderr (after
+    Kafka's warning, where reset-offsets is given neither --dry-run nor --execute)."""
     assert result.exit_code == 1, result.output
     assert isinstance(result.exception, SystemExit)
     assert result.stdout == ""
-    assert result.stderr.splitlines() == [f"Error: {message}"]
+    assert [line for line in result.stderr.splitlines() if line != NO_ACTION_WARNING] == [f"Error: {message}"]
 
 
 def described(bootstrap: str, group: str, view: str = "--offsets") -> dict:
@@ -106,7 +108,8 @@ def test_list_and_describe_a_group_of_real_consumers(groupkeeper):
         offsets = described(bootstrap, "watchers")
         assert offsets["coordinator"]["id"] == INSTANCE_NODE_BASE
         assert offsets["offsets"] == [
-            {"topic": topic, "partition": p, "current_offset": expected[p], "log_end_offset": None, "lag": None,
+            {"topic": topic, "partition": p, "current_offset": expected[p], "leader_epoch": None,
+             "log_end_offset": None, "lag": None,
              "consumer_id": owner[(topic, p)]["consumer_id"], "host": "127.0.0.1",
              "client_id": owner[(topic, p)]["client_id"]} for p in range(4)]
         text = run(bootstrap, "describe", "watchers")
@@ -256,6 +259,13 @@ def test_log_end_offsets_and_lag_come_from_the_partition_leaders(zookeeper, tmp_
             return {int(r[2]): int(r[3]) for r in table(out)[1:]}
         both = f"{topic}:0,1"
         assert reset("--topic", both, "--to-earliest") == {0: 0, 1: 10}
+        assert reset("--topic", both, "--to-current") == {0: 40, 1: 45}
+        assert reset("--all-topics", "--to-current") == {0: 40, 1: 45, 2: 7}  # the committed partitions
+        # no record is a day old (the logs' records are from 1970's first seconds): the log end;
+        # and as --to-datetime, from the record at or after the time, here 1 s after the epoch
+        assert reset("--topic", both, "--by-duration", "P1D") == {0: 100, 1: 50}
+        ago = int(time.time() * 1000) - 1500  # 1.5 s after the epoch, give or take the moment the CLI takes
+        assert reset("--topic", both, "--by-duration", f"PT{ago // 1000}.{ago % 1000:03d}S") == {0: 50, 1: 50}
         # p0: the first record at or after 1.5 s; p1 has none that late: its log end
         assert reset("--topic", both, "--to-datetime", "1970-01-01T00:00:01.500Z") == {0: 50, 1: 50}
         assert reset("--topic", topic, "--to-offset", "1000") == {0: 100, 1: 50, 2: 1000}  # within the known logs
@@ -280,7 +290,21 @@ def test_bad_input_and_unreachable_servers_are_one_line(groupkeeper, tmp_path):
 
     for args, message in [
         (("list", "--state", "Sleeping"), "unknown state 'sleeping'"),
-        (("describe", "g", "--offsets", "--verbose"), "--verbose goes with --members"),
+        (("describe", "g", "--members", "--state"), "different views: give at most one"),
+        (("describe", "g", "--offsets", "--members"), "different views: give at most one"),
+        (("describe",), "name a group: GROUP, --group GROUP (repeatable) or --all-groups"),
+        (("describe", "g", "--all-groups"), "give groups or --all-groups, not both"),
+        (("delete",), "name a group"),
+        (("delete", "--group", "g", "--all-groups"), "give groups or --all-groups, not both"),
+        (("reset-offsets", "--topic", "t", "--to-latest"), "name a group"),
+        (("reset-offsets", "g", "--topic", "t", "--to-latest", "--dry-run", "--execute"),
+         "give --dry-run or --execute, not both"),
+        (("reset-offsets", "g", "--to-latest"), "give the partitions to reset: --topic (repeatable) or --all-topics"),
+        (("reset-offsets", "g", "--topic", "t", "--all-topics", "--to-latest"), "give the partitions to reset"),
+        (("reset-offsets", "g", "--topic", "t", "--from-file", "plan.csv"), "--from-file takes its partitions"),
+        (("reset-offsets", "g", "--topic", "t", "--to-current", "--to-latest"), "give exactly one of"),
+        (("reset-offsets", "g", "--topic", "t", "--by-duration", "P1Y"), "is not an ISO 8601 duration"),
+        (("reset-offsets", "g", "--topic", "t", "--by-duration", "PT"), "is not an ISO 8601 duration"),
         (("reset-offsets", "g", "--topic", "t"), "give exactly one of"),
         (("reset-offsets", "g", "--topic", "t", "--to-earliest", "--to-latest"), "give exactly one of"),
         (("reset-offsets", "g", "--topic", "t:x", "--to-latest"), "is not TOPIC or TOPIC:P,P,..."),
@@ -304,3 +328,137 @@ def test_bad_input_and_unreachable_servers_are_one_line(groupkeeper, tmp_path):
                               "--bootstrap-server", closed], capture_output=True, text=True, timeout=60)
     assert process.returncode == 1
     assert process.stderr == f"Error: cannot reach {closed}: connection refused\n" and process.stdout == ""
+
+
+def test_several_groups_bootstrap_lists_and_the_offsets_leader_epoch(zookeeper, tmp_path):
+    """--group repeated and --all-groups for describe, reset-offsets and delete (a coordinator
+    of its own, so that --all-groups means these groups); --bootstrap-server lists; the
+    reset targets that need no broker, --export and --from-file; --offsets --verbose."""
+    process = CoordinatorProcess(zookeeper, tmp_path)
+    process.start()
+    try:
+        bootstrap, topic = process.bootstrap, "multi"
+        process.topic(topic, 2)
+
+        # a list: the first server that answers
+        closed, also_closed = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        assert ok(f"{closed},{bootstrap}", "list") == ""
+        refused(run(f"{closed},{also_closed}", "list"), "none of the bootstrap servers answered: "
+                f"cannot reach {closed}: connection refused; cannot reach {also_closed}: connection refused")
+        refused(run(f"{bootstrap},nowhere", "list"), "'nowhere' is not HOST:PORT")
+
+        result = run(bootstrap, "reset-offsets", "--group", "a", "--group", "b", "--topic", topic,
+                     "--to-offset", "4", "--execute")
+        assert result.exit_code == 0 and result.stderr == "", result.output
+        assert table(result.stdout) == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]] + [
+            [g, topic, str(p), "4"] for g in "ab" for p in range(2)]
+
+        # a commit with a leader epoch (as an admin: the group is empty)
+        connection = RawConnection(process.port)
+        try:
+            answer = connection.call(OFFSET_COMMIT, 7, {
+                "group_id": "a", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [{
+                    "name": topic, "partitions": [{"partition_index": 0, "committed_offset": 4,
+                                                   "committed_leader_epoch": 9}]}]})
+            assert [p.error_code for t in answer.topics for p in t.partitions] == [0]
+        finally:
+            connection.close()
+        verbose = run(bootstrap, "describe", "a", "--offsets", "--verbose")
+        assert table(verbose.stdout) == [
+            ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+             "HOST", "CLIENT-ID"],
+            ["a", topic, "0", "9", "4", "-", "-", "-", "-", "-"], ["a", topic, "1", "-", "4", "-", "-", "-", "-", "-"]]
+        assert [r["leader_epoch"] for r in described(bootstrap, "a")["offsets"]] == [9, None]
+
+        # several groups: a table each, a blank line between; Kafka's notices on stderr
+        both = run(bootstrap, "describe", "--group", "a", "--group", "b")
+        assert both.exit_code == 0
+        first, second = both.stdout.split("\n\n")
+        assert table(first)[0] == OFFSETS_HEADER and [r[0] for r in table(first)[1:]] == ["a", "a"]
+        assert [r[0] for r in table(second)[1:]] == ["b", "b"]
+        assert both.stderr.splitlines() == [f"Consumer group '{g}' has no active members." for g in "ab"]
+        assert [d["group"] for d in json.loads(ok(bootstrap, "describe", "--all-groups", "--json"))] == ["a", "b"]
+        assert json.loads(ok(bootstrap, "describe", "--group", "b", "--state", "--json"))["state"] == "Empty"
+        missing = run(bootstrap, "describe", "--group", "a", "--group", "nope", "--json")
+        assert missing.exit_code == 1 and [d["group"] for d in json.loads(missing.stdout)] == ["a"]
+        assert missing.stderr.splitlines() == ["Error: Consumer group 'nope' does not exist."]
+
+        # --export: Kafka's CSV, without the group for one --group; a dry run says nothing was committed
+        exported = run(bootstrap, "reset-offsets", "--all-groups", "--all-topics", "--to-current", "--export",
+                       "--dry-run")
+        assert exported.exit_code == 0, exported.output
+        assert exported.stdout == "".join(f"{g},{topic},{p},4\n" for g in "ab" for p in range(2))
+        assert exported.stderr == "Dry run: nothing was committed (give --execute to commit these offsets).\n"
+        exported = run(bootstrap, "reset-offsets", "a", "--topic", f"{topic}:1", "--shift-by", "-1", "--export",
+                       "--dry-run")
+        assert exported.stdout == f"{topic},1,3\n"
+        # neither --dry-run nor --execute: Kafka's warning, and a dry run
+        warned = run(bootstrap, "reset-offsets", "a", "--topic", topic, "--to-offset", "0")
+        assert warned.exit_code == 0
+        assert warned.stderr.splitlines() == [NO_ACTION_WARNING, "Dry run: nothing was committed (give --execute "
+                                              "to commit these offsets)."]
+        assert [r["current_offset"] for r in described(bootstrap, "a")["offsets"]] == [4, 4]
+
+        # --from-file: what --export wrote, for one group or several
+        plan = tmp_path / "plan.csv"
+        plan.write_text(f"{topic},0,1\n\n{topic},1,2\n")
+        ok(bootstrap, "reset-offsets", "a", "--from-file", str(plan), "--execute")
+        assert [r["current_offset"] for r in described(bootstrap, "a")["offsets"]] == [1, 2]
+        plan.write_text(f"a,{topic},0,7\nb,{topic},1,8\n")
+        ok(bootstrap, "reset-offsets", "--group", "a", "--group", "b", "--from-file", str(plan), "--execute")
+        assert [r["current_offset"] for r in described(bootstrap, "a")["offsets"]] == [7, 2]
+        assert [r["current_offset"] for r in described(bootstrap, "b")["offsets"]] == [4, 8]
+        plan.write_text(f"{topic},0,1\n")
+        result = run(bootstrap, "reset-offsets", "--group", "a", "--group", "b", "--from-file", str(plan), "--dry-run")
+        assert result.exit_code == 2 and "line 1: 'multi,0,1' is not group,topic,partition,offset (topic,partition," \
+            "offset lines are for one --group)" in result.stderr, result.output
+        plan.write_text(f"{topic},0,1\n{topic},x,1\n")
+        result = run(bootstrap, "reset-offsets", "a", "--from-file", str(plan), "--dry-run")
+        assert result.exit_code == 2 and "line 2: 'multi,x,1' is not topic,partition,offset" in result.stderr
+        result = run(bootstrap, "reset-offsets", "a", "--from-file", str(tmp_path / "none.csv"), "--dry-run")
+        assert result.exit_code == 2 and "none.csv: No such file or directory" in result.stderr
+
+        # a member in b: b cannot be reset or deleted; a can, and the command exits 1 for b
+        member = RawMember(process.port, "b", topic)
+        try:
+            member.join_and_sync()
+            result = run(bootstrap, "reset-offsets", "--group", "a", "--group", "b", "--topic", topic,
+                         "--to-offset", "3", "--execute")
+            assert result.exit_code == 1
+            assert table(result.stdout)[1:] == [["a", topic, "0", "3"], ["a", topic, "1", "3"]]
+            assert result.stderr.splitlines() == [
+                "Error: Assignments can only be reset if the group 'b' is inactive, but the current state is Stable."]
+            assert [r["current_offset"] for r in described(bootstrap, "a")["offsets"]] == [3, 3]
+            result = run(bootstrap, "delete", "--all-groups")
+            assert result.exit_code == 1
+            assert result.stdout == "These consumer groups were deleted successfully: 'a'\n"
+            assert result.stderr.splitlines() == ["Error: Deletion of consumer group 'b' failed: the group is not "
+                                                  "empty (NON_EMPTY_GROUP)."]
+            member.leave()
+        finally:
+            member.close()
+        wait_for_state(bootstrap, "b", "Empty")
+        ok(bootstrap, "reset-offsets", "c", "--topic", topic, "--to-offset", "1", "--execute")
+        assert ok(bootstrap, "delete", "--group", "b", "--group", "c") == \
+            "Deletion of requested consumer groups ('b', 'c') was successful.\n"
+        assert ok(bootstrap, "list") == ""
+        result = run(bootstrap, "delete", "--group", "b", "--group", "c")
+        assert result.exit_code == 1 and result.stdout == ""
+        assert result.stderr.splitlines() == [f"Error: Consumer group '{g}' does not exist." for g in "bc"]
+    finally:
+        assert process.stop() == 0
+
+
+def test_an_invalid_group_id_is_one_short_line(groupkeeper):
+    """Longer than the coordinator's group_id_max_length: INVALID_GROUP_ID, said as such,
+    with the id shortened (before: "the coordinator of group '<all 2,000 characters>' is not
+    available (INVALID_GROUP_ID)")."""
+    long_id = "g" * 2000
+    message = f"The group id '{'g' * 48}...gggggggg' (2000 characters) is invalid (INVALID_GROUP_ID)."
+    for args in (("describe", long_id), ("describe", long_id, "--members"), ("delete", long_id),
+                 ("reset-offsets", long_id, "--topic", "t", "--to-offset", "1", "--dry-run")):
+        refused(run(groupkeeper.bootstrap, *args), message)
+    # among several groups: said for that one, and the others go on
+    result = run(groupkeeper.bootstrap, "delete", "--group", long_id, "--group", "never-was")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [f"Error: {message}", "Error: Consumer group 'never-was' does not exist."]

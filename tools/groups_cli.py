@@ -1,20 +1,28 @@
-"""`groupkeeper groups ...`: consumer groups over the Kafka protocol, in the words and
-columns of Kafka's kafka-consumer-groups.sh, so that operators' habits and scripts carry
+"""`groupkeeper groups ...`: consumer groups over the Kafka protocol, in the words, columns
+and flags of Kafka's kafka-consumer-groups.sh, so that operators' habits and scripts carry
 over. A failed request is one line on stderr and exit status 1 (bad arguments are click's
-usage errors, status 2), never a traceback.
+usage errors, status 2), never a traceback. A command about several groups (`--group`
+repeated, `--all-groups`) says what failed for each, goes on with the others, and exits 1
+if any failed.
 """
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
+import re
+import sys
+import time
 from datetime import datetime
 
 import click
 
 from protocol import ErrorCode, error_name
 
-from .kafka_admin import CLASSIC, CONSUMER, EARLIEST, LATEST, AdminError, GroupsAdmin, Member, Node, TopicPartition
+from . import client_config
+from .kafka_admin import (CLASSIC, CONSUMER, EARLIEST, LATEST, AdminError, GroupRefused, GroupsAdmin, Member, Node,
+                          TopicPartition, shown)
 from coordinator.config import ConfigError, load_config
 from coordinator.groups.consumer_group import ConsumerGroupState
 from coordinator.groups.state import GroupState
@@ -27,45 +35,111 @@ TYPES = {CLASSIC: "Classic", CONSUMER: "Consumer"}  # ListGroups v5's types, as 
 INACTIVE = (GroupState.EMPTY.value, GroupState.DEAD.value)
 REBALANCING = (GroupState.PREPARING_REBALANCE.value, GroupState.COMPLETING_REBALANCE.value,
                ConsumerGroupState.ASSIGNING.value, ConsumerGroupState.RECONCILING.value)
+# kafka-consumer-groups.sh's words when reset-offsets is given neither --dry-run nor --execute
+NO_ACTION_WARNING = ("WARN: No action will be performed as the --execute option is missing. In a future major "
+                     "release, the default behavior of this command will be to prompt the user before executing "
+                     "the reset rather than doing a dry run. You should add the --dry-run option explicitly if you "
+                     "are scripting this command and want to keep the current default behavior without prompting.")
 
 
 def connection_options(command):
-    """--bootstrap-server, --config and --timeout; the command gets a `GroupsAdmin` for them
-    (it connects on first use) and its failures become one line."""
-    @click.option("--bootstrap-server", "bootstrap", metavar="HOST:PORT",
-                  help="A coordinator to ask; default: --config's PLAINTEXT listener (as advertised).")
+    """--bootstrap-server, --command-config, --config and --timeout; the command gets a
+    `GroupsAdmin` for them (it connects on first use) and its failures become one line."""
+    @click.option("--bootstrap-server", "bootstrap", metavar="HOST:PORT[,HOST:PORT...]",
+                  help="Coordinators to bootstrap from (the first that answers); default: --config's listener "
+                       "of --command-config's security.protocol (PLAINTEXT), as advertised.")
+    @click.option("--command-config", "command_config", type=click.Path(dir_okay=False), metavar="FILE",
+                  help="Kafka client properties: security.protocol, sasl.mechanism, sasl.jaas.config (or "
+                       "sasl.username and sasl.password), PEM certificates (docs/operations.md lists them).")
     @click.option("--config", "config_path", type=click.Path(dir_okay=False),
                   help="The coordinator's configuration (default: the built-in defaults).")
     @click.option("--timeout", "timeout_ms", default=5000, show_default=True, type=click.IntRange(1, 3_600_000),
                   help="Milliseconds to wait for each connection and answer.")
     @functools.wraps(command)
-    def wrapper(bootstrap: str | None, config_path: str | None, timeout_ms: int, **kwargs):
+    def wrapper(bootstrap: str | None, command_config: str | None, config_path: str | None, timeout_ms: int,
+                **kwargs):
+        try:
+            settings = client_config.load(command_config) if command_config else client_config.plaintext()
+        except client_config.ConfigProblem as exc:
+            raise click.ClickException(f"--command-config {exc}") from None
+        for warning in settings.warnings:
+            click.echo(f"WARN: --command-config {command_config}: {warning}", err=True)
         if bootstrap is None:
             try:
                 config = load_config(config_path)
             except ConfigError as exc:
                 raise click.ClickException(str(exc)) from None
-            bootstrap = _plaintext_address(config)
+            bootstrap = _listener_address(config, settings.security.protocol)
         try:
-            with GroupsAdmin(bootstrap, timeout_ms / 1000) as admin:
+            with GroupsAdmin(bootstrap, timeout_ms / 1000, settings.security) as admin:
                 return command(admin, **kwargs)
         except AdminError as exc:
             raise click.ClickException(str(exc)) from None
     return wrapper
 
 
-def _plaintext_address(config: dict) -> str:
-    """HOST:PORT of the configuration's first PLAINTEXT listener, as it advertises it."""
+def _listener_address(config: dict, protocol: str) -> str:
+    """HOST:PORT of the configuration's first listener speaking `protocol`, as it advertises it."""
     try:
         bound, told = parse_listeners(config["listeners"], config["advertised_listeners"],
                                       config["listener_security_protocol_map"])
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     for listener in bound:
-        if listener.protocol == "PLAINTEXT":
+        if listener.protocol == protocol:
             address = told.get(listener.name, listener)
             return f"[{address.host}]:{address.port}" if ":" in address.host else f"{address.host}:{address.port}"
-    raise click.ClickException("the configuration has no PLAINTEXT listener: name a coordinator with --bootstrap-server")
+    raise click.ClickException(f"the configuration has no {protocol} listener: name a coordinator with "
+                               "--bootstrap-server")
+
+
+def group_options(command):
+    """GROUP (the argument, optional), --group (repeatable) and --all-groups, as
+    kafka-consumer-groups.sh takes them; the command gets `chosen`, a `Chosen`."""
+    @click.argument("group", required=False)
+    @click.option("--group", "named", multiple=True, metavar="GROUP",
+                  help="A group (repeatable); the first may also be given as the argument.")
+    @click.option("--all-groups", is_flag=True, help="Every group of every coordinator instance.")
+    @functools.wraps(command)
+    def wrapper(group: str | None, named: tuple[str, ...], all_groups: bool, **kwargs):
+        names = list(dict.fromkeys(([group] if group is not None else []) + list(named)))
+        if all_groups and names:
+            raise click.UsageError("give groups or --all-groups, not both")
+        if not all_groups and not names:
+            raise click.UsageError("name a group: GROUP, --group GROUP (repeatable) or --all-groups")
+        return command(chosen=Chosen(names, all_groups), **kwargs)
+    return wrapper
+
+
+class Chosen:
+    """The groups a command is about: those named, or every group (listed when first asked)."""
+
+    def __init__(self, names: list[str], every: bool):
+        self.names, self.every = names, every
+
+    @property
+    def one(self) -> bool:
+        """One group named: its errors are the command's, and --export leaves out the group."""
+        return not self.every and len(self.names) == 1
+
+    def groups(self, admin: GroupsAdmin) -> list[str]:
+        return [g.group for g in admin.list_groups()] if self.every else self.names
+
+
+class Outcome:
+    """What went wrong for which group, each said on stderr as it happens, in Kafka's
+    `Error: ...` form; `close()` exits 1 if anything did."""
+
+    def __init__(self):
+        self.failed = False
+
+    def error(self, message: str) -> None:
+        self.failed = True
+        click.echo(f"Error: {message}", err=True)
+
+    def close(self) -> None:
+        if self.failed:
+            sys.exit(1)
 
 
 @click.group()
@@ -130,26 +204,58 @@ def _types(text: str) -> set[str]:
 
 # -- describe -----------------------------------------------------------------------------
 
+OFFSETS_HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+                  "CLIENT-ID"]
+
+
 @groups.command("describe")
-@click.argument("group")
-@click.option("--offsets", "view", flag_value="offsets", default=True,
-              help="Each partition's committed offset, log end and lag, with its consumer (default).")
-@click.option("--members", "view", flag_value="members", help="The group's members.")
-@click.option("--state", "view", flag_value="state", help="The group's coordinator, strategy and state.")
-@click.option("--verbose", is_flag=True, help="With --members: each member's partitions, and for consumer groups "
-              "its epoch and target assignment; with --state: the group's epochs (JSON always has them).")
-@click.option("--json", "as_json", is_flag=True, help="As JSON, with the group's coordinator.")
+@group_options
+@click.option("--offsets", is_flag=True,
+              help="Each partition's committed offset, log end and lag, with its consumer (the default view).")
+@click.option("--members", is_flag=True, help="The group's members.")
+@click.option("--state", is_flag=True, help="The group's coordinator, strategy and state.")
+@click.option("--verbose", is_flag=True, help="With --offsets: each committed offset's LEADER-EPOCH; with --members: "
+              "each member's partitions, and for consumer groups its epoch and target assignment; with --state: "
+              "the group's epochs (JSON always has them).")
+@click.option("--json", "as_json", is_flag=True, help="As JSON, with the group's coordinator (for several groups, "
+              "a list).")
 @connection_options
-def groups_describe(admin: GroupsAdmin, group: str, view: str, verbose: bool, as_json: bool) -> None:
-    """Describe GROUP, a classic group (DescribeGroups) or a consumer-protocol one
+def groups_describe(admin: GroupsAdmin, chosen: Chosen, offsets: bool, members: bool, state: bool, verbose: bool,
+                    as_json: bool) -> None:
+    """Describe groups, classic ones (DescribeGroups) and consumer-protocol ones
     (ConsumerGroupDescribe). LOG-END-OFFSET and LAG come from the partition leaders
     (ListOffsets): "-" when no leader is known or reachable."""
-    if verbose and view == "offsets":
-        raise click.UsageError("--verbose goes with --members or --state")
+    if offsets + members + state > 1:
+        raise click.UsageError("--offsets, --members and --state are different views: give at most one")
+    view = "members" if members else "state" if state else "offsets"
+    outcome, documents, first = Outcome(), [], True
+    for group in chosen.groups(admin):
+        try:
+            document, text = _describe(admin, group, view, verbose, as_json)
+        except GroupRefused as exc:
+            if chosen.one:
+                raise
+            outcome.error(str(exc))
+            continue
+        if as_json:
+            documents.append(document)
+        elif text is not None:
+            if not first:
+                click.echo()  # tables apart, as Kafka's are
+            click.echo(text)
+            first = False
+    if as_json:
+        click.echo(json.dumps(documents[0] if chosen.one else documents))
+    outcome.close()
+
+
+def _describe(admin: GroupsAdmin, group: str, view: str, verbose: bool, as_json: bool) -> tuple[dict, str | None]:
+    """One group's document (for --json) and its table (None: nothing to show); its notice
+    (no active members, rebalancing) is said on stderr. GroupRefused if it cannot be described."""
     coordinator, described = admin.describe(group)
     state = described.state
     if state == GroupState.DEAD.value:
-        raise click.ClickException(f"Consumer group '{group}' does not exist.")
+        raise GroupRefused(f"Consumer group {shown(group)} does not exist.")
     consumer = described.type == CONSUMER
     members = [_member(m) for m in described.members]
     document = {"group": group, "type": described.type,
@@ -159,44 +265,47 @@ def groups_describe(admin: GroupsAdmin, group: str, view: str, verbose: bool, as
     if view == "offsets":
         rows = _offset_rows(admin, group, members)
         if as_json:
-            click.echo(json.dumps({**document, "offsets": rows}))
-            return
+            return {**document, "offsets": rows}, None
         _notice(group, state)
-        if rows:
-            click.echo(_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                               "CONSUMER-ID", "HOST", "CLIENT-ID"],
-                              [[group, *r.values()] for r in rows]))
-    elif view == "members":
+        if not rows:
+            return document, None
+        if verbose:  # Kafka 4's --offsets --verbose: the committed offset's leader epoch after the partition
+            return document, _table(OFFSETS_HEADER[:3] + ["LEADER-EPOCH"] + OFFSETS_HEADER[3:], [
+                [group, r["topic"], r["partition"], r["leader_epoch"]]
+                + [r[k] for k in ("current_offset", "log_end_offset", "lag", "consumer_id", "host", "client_id")]
+                for r in rows])
+        return document, _table(OFFSETS_HEADER, [
+            [group] + [r[k] for k in ("topic", "partition", "current_offset", "log_end_offset", "lag", "consumer_id",
+                                      "host", "client_id")] for r in rows])
+    if view == "members":
         if as_json:
-            click.echo(json.dumps({**document, "members": [
+            return {**document, "members": [
                 {**{k: v for k, v in x.items() if k != "assignment"},
                  "partitions": sum(map(len, x["assignment"].values())), "assignment": x["assignment"]}
-                for x in members]}))
-            return
+                for x in members]}, None
         _notice(group, state)
-        if members:
-            headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
-            if verbose:  # a consumer group's in Kafka 4's columns; a classic group's as before
-                headers += (["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"] if consumer
-                            else ["ASSIGNMENT"])
-            click.echo(_table(headers, [
-                [group, x["consumer_id"], x["host"], x["client_id"], sum(map(len, x["assignment"].values()))]
-                + (([x["member_epoch"], _epoch_assignment_text(x["assignment"]), described.assignment_epoch,
-                     _epoch_assignment_text(x["target_assignment"])] if consumer
-                    else [_assignment_text(x["assignment"])]) if verbose else [])
-                for x in members]))
-    else:
-        strategy = described.strategy or None
-        if as_json:
-            click.echo(json.dumps({**document, "assignment_strategy": strategy,
-                                   "protocol_type": described.protocol_type or None, "member_count": len(members)}))
-            return
-        headers = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
-        row = [group, f"{coordinator.host}:{coordinator.port} ({coordinator.id})", strategy, state]
-        if verbose:  # Kafka 4's --state --verbose: "-" for a classic group, which has no epochs
-            headers += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
-            row += [described.group_epoch, described.assignment_epoch]
-        click.echo(_table(headers + ["#MEMBERS"], [row + [len(members)]]))
+        if not members:
+            return document, None
+        headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        if verbose:  # a consumer group's in Kafka 4's columns; a classic group's as before
+            headers += (["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"] if consumer
+                        else ["ASSIGNMENT"])
+        return document, _table(headers, [
+            [group, x["consumer_id"], x["host"], x["client_id"], sum(map(len, x["assignment"].values()))]
+            + (([x["member_epoch"], _epoch_assignment_text(x["assignment"]), described.assignment_epoch,
+                 _epoch_assignment_text(x["target_assignment"])] if consumer
+                else [_assignment_text(x["assignment"])]) if verbose else [])
+            for x in members])
+    strategy = described.strategy or None
+    if as_json:
+        return {**document, "assignment_strategy": strategy, "protocol_type": described.protocol_type or None,
+                "member_count": len(members)}, None
+    headers = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
+    row = [group, f"{coordinator.host}:{coordinator.port} ({coordinator.id})", strategy, state]
+    if verbose:  # Kafka 4's --state --verbose: "-" for a classic group, which has no epochs
+        headers += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+        row += [described.group_epoch, described.assignment_epoch]
+    return document, _table(headers + ["#MEMBERS"], [row + [len(members)]])
 
 
 def _member(member: Member) -> dict:
@@ -231,15 +340,18 @@ def _offset_rows(admin: GroupsAdmin, group: str, members: list[dict]) -> list[di
             {tp: cluster.leaders.get(tp) for tp in partitions}, LATEST).items() if o >= 0}
     rows = []
     for tp in partitions:
-        current, end, owner = committed.get(tp), log_end.get(tp), owners.get(tp, {})
-        rows.append({"topic": tp[0], "partition": tp[1], "current_offset": current, "log_end_offset": end,
+        found, end, owner = committed.get(tp), log_end.get(tp), owners.get(tp, {})
+        current = found.offset if found else None
+        rows.append({"topic": tp[0], "partition": tp[1], "current_offset": current,
+                     "leader_epoch": found.leader_epoch if found else None, "log_end_offset": end,
                      "lag": None if current is None or end is None else max(end - current, 0),
                      "consumer_id": owner.get("consumer_id"), "host": owner.get("host"),
                      "client_id": owner.get("client_id")})
     for x in members:
         if not any(x["assignment"].values()):
-            rows.append({"topic": None, "partition": None, "current_offset": None, "log_end_offset": None,
-                         "lag": None, "consumer_id": x["consumer_id"], "host": x["host"], "client_id": x["client_id"]})
+            rows.append({"topic": None, "partition": None, "current_offset": None, "leader_epoch": None,
+                         "log_end_offset": None, "lag": None, "consumer_id": x["consumer_id"], "host": x["host"],
+                         "client_id": x["client_id"]})
     return rows
 
 
@@ -247,94 +359,190 @@ def _notice(group: str, state: str) -> None:
     """Kafka's remarks before a table, on stderr so that the table stays parseable (a
     consumer group is rebalancing while Assigning or Reconciling)."""
     if state == GroupState.EMPTY.value:
-        click.echo(f"Consumer group '{group}' has no active members.", err=True)
+        click.echo(f"Consumer group {shown(group)} has no active members.", err=True)
     elif state in REBALANCING:
-        click.echo(f"Warning: Consumer group '{group}' is rebalancing.", err=True)
+        click.echo(f"Warning: Consumer group {shown(group)} is rebalancing.", err=True)
 
 
 # -- reset-offsets ------------------------------------------------------------------------
 
 @groups.command("reset-offsets")
-@click.argument("group")
-@click.option("--topic", "topics", multiple=True, required=True, metavar="TOPIC[:P,...]",
+@group_options
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,...]",
               callback=lambda ctx, param, value: [_topic_partitions(text) for text in value],
               help="A topic, all its partitions or those listed; may be repeated.")
+@click.option("--all-topics", is_flag=True, help="Every partition the group has a committed offset for.")
 @click.option("--to-offset", type=click.IntRange(0), metavar="N",
               help="This offset (within the log, where it is known).")
 @click.option("--shift-by", type=int, metavar="N", help="The committed offset plus N (N may be negative); kept within "
               "the log where the leaders answer, and at least 0 where they do not.")
 @click.option("--to-earliest", is_flag=True, help="The log start (asks the partition leaders).")
 @click.option("--to-latest", is_flag=True, help="The log end (asks the partition leaders).")
+@click.option("--to-current", is_flag=True, help="The committed offset (the log end where none is committed).")
 @click.option("--to-datetime", "timestamp", metavar="YYYY-MM-DDTHH:mm:SS.sss",
               callback=lambda ctx, param, value: None if value is None else _timestamp_ms(value),
               help="The first offset at or after this time (local time unless it has an offset or Z; "
                    "asks the partition leaders).")
-@click.option("--dry-run", "mode", flag_value="dry-run", default=True, help="Only show the new offsets (default).")
-@click.option("--execute", "mode", flag_value="execute", help="Commit the new offsets.")
+@click.option("--by-duration", "duration", metavar="PnDTnHnMnS",
+              callback=lambda ctx, param, value: None if value is None else _duration_ms(value),
+              help="The first offset at or after this long ago (an ISO 8601 duration, as Java's Duration "
+                   "reads it: P1D, PT2H30M, PT0.5S).")
+@click.option("--from-file", "plan_path", type=click.Path(dir_okay=False), metavar="CSV",
+              help="The offsets in this file, as --export writes it: topic,partition,offset lines for one "
+                   "--group, group,topic,partition,offset lines otherwise.")
+@click.option("--dry-run", is_flag=True, help="Only show the new offsets (the default, with a warning).")
+@click.option("--execute", is_flag=True, help="Commit the new offsets.")
+@click.option("--export", is_flag=True, help="The new offsets as CSV, as --from-file reads them, instead of a table.")
 @connection_options
-def groups_reset_offsets(admin: GroupsAdmin, group: str, topics: list[tuple[str, list[int]]],
+def groups_reset_offsets(admin: GroupsAdmin, chosen: Chosen, topics: list[tuple[str, list[int]]], all_topics: bool,
                          to_offset: int | None, shift_by: int | None, to_earliest: bool, to_latest: bool,
-                         timestamp: int | None, mode: str) -> None:
-    """Reset the committed offsets of GROUP, which must have no active members."""
-    given = [value for value in (to_offset, shift_by, to_earliest or None, to_latest or None, timestamp)
-             if value is not None]
+                         to_current: bool, timestamp: int | None, duration: int | None, plan_path: str | None,
+                         dry_run: bool, execute: bool, export: bool) -> None:
+    """Reset the committed offsets of groups, which must have no active members."""
+    given = [value for value in (to_offset, shift_by, to_earliest or None, to_latest or None, to_current or None,
+                                 timestamp, duration, plan_path) if value is not None]
     if len(given) != 1:
-        raise click.UsageError("give exactly one of --to-offset, --shift-by, --to-earliest, --to-latest, --to-datetime")
+        raise click.UsageError("give exactly one of --to-offset, --shift-by, --to-earliest, --to-latest, "
+                               "--to-current, --to-datetime, --by-duration, --from-file")
+    if plan_path is not None and (topics or all_topics):
+        raise click.UsageError("--from-file takes its partitions from the file: give neither --topic nor --all-topics")
+    if plan_path is None and bool(topics) == all_topics:
+        raise click.UsageError("give the partitions to reset: --topic (repeatable) or --all-topics")
+    if dry_run and execute:
+        raise click.UsageError("give --dry-run or --execute, not both")
+    if not dry_run and not execute:
+        click.echo(NO_ACTION_WARNING, err=True)
+    plan = None if plan_path is None else _read_plan(plan_path, chosen)
+    if duration is not None:
+        timestamp = int(time.time() * 1000) - duration
+
+    # every group's new offsets first, then (--execute) committed: a group that cannot be
+    # reset does not leave the others half done
+    outcome, resets = Outcome(), {}
+    for group in chosen.groups(admin):
+        try:
+            new = _new_offsets(admin, group, topics, all_topics, plan, to_offset, shift_by, to_earliest, to_latest,
+                               to_current, timestamp, "--to-datetime" if duration is None else "--by-duration")
+        except (GroupRefused, _Refused) as exc:
+            if chosen.one:
+                raise click.ClickException(str(exc)) from None
+            outcome.error(str(exc))
+            continue
+        if new is not None:
+            resets[group] = new
+    if execute:
+        for group, new in list(resets.items()):
+            errors = {tp: e for tp, e in admin.commit(group, new).items() if e != E.NONE}
+            if errors:
+                tp, error = min(errors.items())
+                message = f"committing the new offsets of group {shown(group)} failed: {_name(tp)}: {error_name(error)}"
+                if chosen.one:
+                    raise click.ClickException(message)
+                outcome.error(message)
+                del resets[group]
+    rows = [[group, t, p, o] for group, new in resets.items() for (t, p), o in sorted(new.items())]
+    if export:  # Kafka's CSV: no header; the group left out when one --group is named
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        out.writerows(row[1:] if chosen.one else row for row in rows)
+    elif resets or not outcome.failed:
+        click.echo(_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows))
+    if not execute and resets:
+        click.echo("Dry run: nothing was committed (give --execute to commit these offsets).", err=True)
+    outcome.close()
+
+
+class _Refused(Exception):
+    """One group that cannot be reset, said in one line."""
+
+
+def _new_offsets(admin: GroupsAdmin, group: str, topics: list[tuple[str, list[int]]], all_topics: bool,
+                 plan: dict[str, dict[TopicPartition, int]] | None, to_offset: int | None, shift_by: int | None,
+                 to_earliest: bool, to_latest: bool, to_current: bool, timestamp: int | None,
+                 time_flag: str) -> dict[TopicPartition, int] | None:
+    """`group`'s new offsets (None: the plan has none for it, said on stderr); _Refused or
+    GroupRefused when the group cannot be reset."""
     _, described = admin.describe(group)
     if described.state not in INACTIVE:
-        raise click.ClickException(f"Assignments can only be reset if the group '{group}' is inactive, "
-                                   f"but the current state is {described.state}.")
-    cluster = admin.cluster(sorted({t for t, _ in topics}))
+        raise _Refused(f"Assignments can only be reset if the group {shown(group)} is inactive, "
+                       f"but the current state is {described.state}.")
+    committed = None
+    if plan is not None:
+        if group not in plan:
+            raise _Refused(f"No reset plan for group {shown(group)} found in the file.")
+        wanted = [(t, [p for (pt, p) in plan[group] if pt == t]) for t in sorted({t for t, _ in plan[group]})]
+    elif all_topics:
+        committed = admin.committed(group)
+        wanted = [(t, [p for (pt, p) in committed if pt == t]) for t in sorted({t for t, _ in committed})]
+    else:
+        wanted = topics
+    cluster = admin.cluster(sorted({t for t, _ in wanted}))
     if cluster.unknown:
-        raise click.ClickException(f"topic '{cluster.unknown[0]}' does not exist")
+        raise _Refused(f"topic '{cluster.unknown[0]}' does not exist")
     partitions = []
-    for topic, chosen in topics:
+    for topic, listed in wanted:
         known = cluster.partitions(topic)
-        for p in chosen or known:
+        for p in listed or known:
             if p not in known:
-                raise click.ClickException(f"topic '{topic}' has no partition {p} (it has {len(known)})")
+                raise _Refused(f"topic '{topic}' has no partition {p} (it has {len(known)})")
             partitions.append((topic, p))
     partitions = sorted(set(partitions))
     leaders = {tp: cluster.leaders.get(tp) for tp in partitions}
 
+    if plan is not None:  # as given, as Kafka takes a file's offsets
+        return {tp: plan[group][tp] for tp in partitions}
     if to_offset is not None or shift_by is not None:
         targets = {tp: to_offset for tp in partitions}
         if shift_by is not None:
-            committed = admin.committed(group)
+            committed = admin.committed(group) if committed is None else committed
             missing = [tp for tp in partitions if tp not in committed]
             if missing:
-                raise click.ClickException(f"cannot shift the offset of {_name(missing[0])}: "
-                                           "it has no committed offset")
-            targets = {tp: committed[tp] + shift_by for tp in partitions}
+                raise _Refused(f"cannot shift the offset of {_name(missing[0])}: it has no committed offset")
+            targets = {tp: committed[tp].offset + shift_by for tp in partitions}
         start, end = admin.log_offsets(leaders, EARLIEST), admin.log_offsets(leaders, LATEST)
-        new = {tp: min(max(o, start[tp]), end[tp]) if tp in start and tp in end else max(o, 0)
-               for tp, o in targets.items()}
-    elif to_earliest or to_latest:
-        new = _looked_up(admin, leaders, EARLIEST if to_earliest else LATEST,
-                         "earliest" if to_earliest else "latest")
-    else:
-        found = _looked_up(admin, leaders, timestamp, "offset for --to-datetime")
-        past_the_end = {tp: leaders[tp] for tp, o in found.items() if o < 0}  # no record that late
-        new = {**found, **_looked_up(admin, past_the_end, LATEST, "latest")}
-
-    if mode == "execute":
-        errors = {tp: e for tp, e in admin.commit(group, new).items() if e != E.NONE}
-        if errors:
-            tp, error = min(errors.items())
-            raise click.ClickException(f"committing the new offsets of group '{group}' failed: "
-                                       f"{_name(tp)}: {error_name(error)}")
-    click.echo(_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-                      [[group, t, p, o] for (t, p), o in sorted(new.items())]))
+        return {tp: min(max(o, start[tp]), end[tp]) if tp in start and tp in end else max(o, 0)
+                for tp, o in targets.items()}
+    if to_earliest or to_latest:
+        return _looked_up(admin, leaders, EARLIEST if to_earliest else LATEST, "earliest" if to_earliest else "latest")
+    if to_current:
+        committed = admin.committed(group) if committed is None else committed
+        current = {tp: committed[tp].offset for tp in partitions if tp in committed}
+        return {**current, **_looked_up(admin, {tp: leaders[tp] for tp in partitions if tp not in current}, LATEST,
+                                        "latest")}
+    found = _looked_up(admin, leaders, timestamp, f"offset for {time_flag}")
+    past_the_end = {tp: leaders[tp] for tp, o in found.items() if o < 0}  # no record that late
+    return {**found, **_looked_up(admin, past_the_end, LATEST, "latest")}
 
 
 def _looked_up(admin: GroupsAdmin, leaders: dict[TopicPartition, Node | None], timestamp: int,
                what: str) -> dict[TopicPartition, int]:
-    found = admin.log_offsets(leaders, timestamp)
+    found = admin.log_offsets(leaders, timestamp) if leaders else {}
     missing = sorted(set(leaders) - set(found))
     if missing:
-        raise click.ClickException(f"cannot look up the {what} of {_name(missing[0])}: "
-                                   "no reachable leader answered for it")
+        raise _Refused(f"cannot look up the {what} of {_name(missing[0])}: no reachable leader answered for it")
     return found
+
+
+def _read_plan(path: str, chosen: Chosen) -> dict[str, dict[TopicPartition, int]]:
+    """--from-file: Kafka's CSV, topic,partition,offset lines when one --group is named (and
+    the first line has three fields), group,topic,partition,offset lines otherwise."""
+    try:
+        with open(path, newline="") as file:
+            lines = [(n, row) for n, row in enumerate(csv.reader(file), 1) if any(field.strip() for field in row)]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise click.BadParameter(f"{path}: {getattr(exc, 'strerror', None) or exc}", param_hint="'--from-file'")
+    grouped = not (chosen.one and lines and len(lines[0][1]) == 3)
+    form = "group,topic,partition,offset" if grouped else "topic,partition,offset"
+    plan: dict[str, dict[TopicPartition, int]] = {}
+    for n, row in lines:
+        fields = [field.strip() for field in row]
+        if len(fields) != (4 if grouped else 3) or not all(fields[:-2]) or not all(
+                f.isdigit() for f in fields[-2:]):
+            hint = " (topic,partition,offset lines are for one --group)" if grouped and len(fields) == 3 else ""
+            raise click.BadParameter(f"{path} line {n}: {','.join(row)!r} is not {form}{hint}",
+                                     param_hint="'--from-file'")
+        group = fields[0] if grouped else chosen.names[0]
+        plan.setdefault(group, {})[(fields[-3], int(fields[-2]))] = int(fields[-1])
+    return plan
 
 
 def _topic_partitions(text: str) -> tuple[str, list[int]]:
@@ -357,6 +565,24 @@ def _timestamp_ms(text: str) -> int:
     return int(moment.timestamp() * 1000)  # a naive time is local, as Kafka reads it
 
 
+# Java's Duration.parse, which Kafka's --by-duration uses: days, hours, minutes and seconds
+# (no years or months: their length varies), each signed, seconds with a fraction. A
+# general ISO 8601 parser (isodate) would take P1Y and P1M, which Kafka refuses.
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?=[-+]?\d)(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?"
+                       r"(?:([-+]?)(\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def _duration_ms(text: str) -> int:
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or not any(match.group(i) for i in (2, 3, 4, 6)):
+        raise click.BadParameter(f"{text!r} is not an ISO 8601 duration such as P1DT2H30M or PT0.5S",
+                                 param_hint="'--by-duration'")
+    sign, days, hours, minutes, seconds_sign, seconds, fraction = match.groups()
+    ms = (int(days or 0) * 86_400_000 + int(hours or 0) * 3_600_000 + int(minutes or 0) * 60_000
+          + (-1 if seconds_sign == "-" else 1) * (int(seconds or 0) * 1000 + int((fraction or "").ljust(3, "0")[:3])))
+    return -ms if sign == "-" else ms
+
+
 def _name(tp: TopicPartition) -> str:
     return f"{tp[0]}-{tp[1]}"
 
@@ -364,16 +590,33 @@ def _name(tp: TopicPartition) -> str:
 # -- delete -------------------------------------------------------------------------------
 
 @groups.command("delete")
-@click.argument("group")
+@group_options
 @connection_options
-def groups_delete(admin: GroupsAdmin, group: str) -> None:
-    """Delete GROUP and its committed offsets; it must have no active members."""
-    error = admin.delete(group)
-    if error == E.GROUP_ID_NOT_FOUND:
-        raise click.ClickException(f"Consumer group '{group}' does not exist.")
-    if error == E.NON_EMPTY_GROUP:
-        raise click.ClickException(f"Deletion of consumer group '{group}' failed: the group is not empty "
-                                   "(NON_EMPTY_GROUP).")
-    if error != E.NONE:
-        raise click.ClickException(f"Deletion of consumer group '{group}' failed: {error_name(error)}.")
-    click.echo(f"Deletion of requested consumer groups ('{group}') was successful.")
+def groups_delete(admin: GroupsAdmin, chosen: Chosen) -> None:
+    """Delete groups and their committed offsets; they must have no active members."""
+    deleted, failed = [], {}
+    for group in chosen.groups(admin):
+        try:
+            error = admin.delete(group)
+        except GroupRefused as exc:
+            failed[group] = str(exc)
+            continue
+        if error == E.NONE:
+            deleted.append(group)
+        elif error == E.GROUP_ID_NOT_FOUND:
+            failed[group] = f"Consumer group {shown(group)} does not exist."
+        elif error == E.NON_EMPTY_GROUP:
+            failed[group] = (f"Deletion of consumer group {shown(group)} failed: the group is not empty "
+                             "(NON_EMPTY_GROUP).")
+        else:
+            failed[group] = f"Deletion of consumer group {shown(group)} failed: {error_name(error)}."
+    if chosen.one and failed:
+        raise click.ClickException(failed[chosen.names[0]])
+    outcome = Outcome()
+    for message in failed.values():
+        outcome.error(message)
+    if deleted and not failed:
+        click.echo(f"Deletion of requested consumer groups ({', '.join(map(shown, deleted))}) was successful.")
+    elif deleted:
+        click.echo(f"These consumer groups were deleted successfully: {', '.join(map(shown, deleted))}")
+    outcome.close()

@@ -4,6 +4,19 @@ A CLI process asks a handful of questions and exits, so this is one blocking soc
 node with a timeout on every connect and answer; versions are agreed with ApiVersions v0,
 which every server answers. Nothing here prints: a failure is an `AdminError` whose text is
 one line for the operator.
+
+Security is the runtime's, not a second copy: a connection is wrapped in the TLS client
+context and logs in with the `Login` (sans I/O) of an `UpstreamSecurity`, as the gateway's
+own connections to the brokers are (`tools/client_config.py` makes one from Kafka's client
+properties).
+
+Why not kafka-python's KafkaAdminClient, which has bootstrap lists, TLS and SASL? It would
+not take the place of this module, only sit beside it: it has no ConsumerGroupDescribe
+(KIP-848's groups, which `describe` must show), it lists groups on every broker in Metadata
+where only the coordinator instances hold them, and it would put a second client (and a
+dependency that today only the tests have) under the same commands, with its own retries
+and errors to map to one line. What it would have saved, a bootstrap list, TLS and SASL,
+is a few lines here on top of the runtime's TLS and login.
 """
 
 from __future__ import annotations
@@ -13,6 +26,8 @@ import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+
+import ssl
 
 from protocol import DecodeError, ErrorCode, RequestHeader, decode_response, encode_request, error_name
 from protocol.consumer import decode_assignment
@@ -24,6 +39,7 @@ from protocol.schema import Api
 
 from coordinator import config
 from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
+from coordinator.security.upstream import LoginFailed, UpstreamSecurity
 
 E = ErrorCode
 TopicPartition = tuple[str, int]
@@ -48,6 +64,20 @@ class AdminError(Exception):
 
 class Unreachable(AdminError):
     """A node that refused, did not answer in time, or answered what cannot be read."""
+
+
+class GroupRefused(AdminError):
+    """What a coordinator answered about one group (it does not exist, its id is invalid,
+    ...): a command about several groups says so and goes on with the others."""
+
+
+def shown(name: str, limit: int = 60) -> str:
+    """A group id quoted for a message: control characters escaped, and shortened past
+    `limit` characters (the whole of a 2,000-character id is no help in an error)."""
+    text = name if name.isprintable() else repr(name)[1:-1]
+    if len(text) <= limit:
+        return f"'{text}'"
+    return f"'{text[:limit - 12]}...{text[-8:]}' ({len(name)} characters)"
 
 
 def read_exactly(sock: socket.socket, n: int) -> bytes:
@@ -76,6 +106,14 @@ def parse_address(text: str) -> tuple[str, int]:
         raise AdminError(str(exc)) from None
 
 
+def parse_addresses(text: str) -> list[tuple[str, int]]:
+    """`--bootstrap-server`'s list, HOST:PORT[,HOST:PORT...] as Kafka's tools take it."""
+    try:
+        return config.parse_addresses(text)
+    except ValueError as exc:
+        raise AdminError(str(exc)) from None
+
+
 def _retriable(code: int) -> bool:
     try:
         return ErrorCode(code).retriable
@@ -84,9 +122,11 @@ def _retriable(code: int) -> bool:
 
 
 class NodeConnection:
-    """One node: requests answered one at a time, each within `timeout` seconds."""
+    """One node: requests answered one at a time, each within `timeout` seconds. With
+    `security`, through TLS and/or logged in with SASL first (after ApiVersions, as Kafka's
+    clients do)."""
 
-    def __init__(self, host: str, port: int, timeout: float):
+    def __init__(self, host: str, port: int, timeout: float, security: UpstreamSecurity | None = None):
         self.address, self.timeout = f"{host}:{port}", timeout
         self._correlation = 0
         try:
@@ -94,11 +134,38 @@ class NodeConnection:
         except OSError as exc:
             raise Unreachable(f"cannot reach {self.address}: {_reason(exc)}") from None
         try:
+            if security is not None and security.tls is not None:
+                try:  # the handshake, within the socket's timeout
+                    self.sock = security.tls.wrap_socket(self.sock, server_hostname=security.server_hostname(host))
+                except (ssl.SSLError, ssl.CertificateError) as exc:
+                    raise Unreachable(f"TLS with {self.address} failed: {_tls_reason(exc)}") from None
+                except OSError as exc:
+                    raise Unreachable(f"TLS with {self.address} failed: {_reason(exc)}") from None
             answer = self._send(API_VERSIONS, 0, {})
+            login = security.login() if security is not None else None
+            if login is not None:
+                self._log_in(login)
         except Unreachable:
             self.sock.close()
             raise
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+
+    def _log_in(self, login) -> None:
+        """The SASL exchange: the `Login` makes each request frame and reads each answer."""
+        frame = login.first()
+        try:
+            while frame is not None:
+                self.sock.sendall(frame)
+                size, = _SIZE.unpack(read_exactly(self.sock, 4))
+                if not 0 <= size <= DEFAULT_MAX_FRAME:
+                    raise Unreachable(f"{self.address} answered the SASL login with a frame of {size} bytes")
+                frame = login.feed(read_exactly(self.sock, size))
+        except LoginFailed as exc:
+            raise Unreachable(f"SASL login to {self.address} failed: {exc}") from None
+        except TimeoutError:
+            raise Unreachable(f"{self.address} did not answer the SASL login within {self.timeout:g}s") from None
+        except OSError as exc:
+            raise Unreachable(f"lost the connection to {self.address} during the SASL login: {_reason(exc)}") from None
 
     def call(self, api: Api, body: dict[str, Any]) -> Any:
         low, high = SPEAKS[api.key]
@@ -156,7 +223,18 @@ class NodeConnection:
 def _reason(exc: OSError) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, ssl.SSLError):
+        return _tls_reason(exc)
     return (exc.strerror or str(exc) or type(exc).__name__).lower()
+
+
+def _tls_reason(exc: Exception) -> str:
+    """OpenSSL's words without its source position: "certificate verify failed: self-signed
+    certificate", "tlsv13 alert certificate required"."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    reason = getattr(exc, "reason", None)
+    return reason.replace("_", " ").lower() if reason else str(exc)
 
 
 @dataclass(frozen=True)
@@ -200,6 +278,13 @@ class Description:
 
 
 @dataclass(frozen=True)
+class Committed:
+    """A committed offset, and the leader epoch committed with it (None: none was)."""
+    offset: int
+    leader_epoch: int | None = None
+
+
+@dataclass(frozen=True)
 class Cluster:
     nodes: dict[int, Node]
     leaders: dict[TopicPartition, Node | None]  # None: no leader, or one not listed
@@ -210,17 +295,28 @@ class Cluster:
 
 
 class GroupsAdmin:
-    """The questions the `groups` commands ask, against the coordinator and the brokers."""
+    """The questions the `groups` commands ask, against the coordinator and the brokers.
+    `bootstrap`: HOST:PORT[,HOST:PORT...]; every connection with `security`."""
 
-    def __init__(self, bootstrap: str, timeout: float):
+    def __init__(self, bootstrap: str, timeout: float, security: UpstreamSecurity | None = None):
         self.timeout = timeout
+        self.security = security
         self._connections: dict[tuple[str, int], NodeConnection | Unreachable] = {}
-        self._bootstrap = parse_address(bootstrap)
+        self._bootstrap = parse_addresses(bootstrap)
 
     @property
     def bootstrap(self) -> NodeConnection:
-        """Connected on first use, so that a command checks its arguments first."""
-        return self.connect(*self._bootstrap)
+        """Connected on first use, so that a command checks its arguments first: the first
+        server of the list that can be reached, as Kafka's clients bootstrap."""
+        failures = []
+        for address in self._bootstrap:
+            try:
+                return self.connect(*address)
+            except Unreachable as exc:
+                failures.append(exc)
+        if len(failures) == 1:
+            raise failures[0]
+        raise Unreachable(f"none of the bootstrap servers answered: {'; '.join(map(str, failures))}")
 
     def __enter__(self) -> GroupsAdmin:
         return self
@@ -235,7 +331,7 @@ class GroupsAdmin:
         known = self._connections.get((host, port))
         if known is None:
             try:
-                known = NodeConnection(host, port, self.timeout)
+                known = NodeConnection(host, port, self.timeout, self.security)
             except Unreachable as exc:
                 known = exc
             self._connections[(host, port)] = known
@@ -299,8 +395,12 @@ class GroupsAdmin:
             answer = self.bootstrap.call(FIND_COORDINATOR, {"key": group, "key_type": 0})
             return answer.error_code, Node(answer.node_id, answer.host, answer.port)
         error, node = self._until_settled(find)
+        if error == E.INVALID_GROUP_ID:
+            raise GroupRefused(f"The group id {shown(group)} is invalid (INVALID_GROUP_ID).")
+        if error == E.GROUP_AUTHORIZATION_FAILED:
+            raise GroupRefused(f"Not authorized to access group {shown(group)} (GROUP_AUTHORIZATION_FAILED).")
         if error != E.NONE:
-            raise AdminError(f"the coordinator of group {group!r} is not available ({error_name(error)})")
+            raise AdminError(f"the coordinator of group {shown(group)} is not available ({error_name(error)})")
         return node
 
     def _at_coordinator(self, group: str, ask: Callable[[NodeConnection], tuple[int, Any]]) -> tuple[Node, int, Any]:
@@ -363,17 +463,17 @@ class GroupsAdmin:
             return described.error_code, _consumer(described)
         node, error, described = self._at_coordinator(group, describe)
         if error != E.NONE:
-            raise AdminError(f"describing group {group!r} failed: {error_name(error)}")
+            raise GroupRefused(f"describing group {shown(group)} failed: {error_name(error)}")
         return node, described
 
-    def committed(self, group: str) -> dict[TopicPartition, int]:
-        """Every committed offset of `group`."""
+    def committed(self, group: str) -> dict[TopicPartition, Committed]:
+        """Every committed offset of `group`, with its leader epoch (OffsetFetch v5 and later)."""
         _, error, answer = self._at_coordinator(group, lambda connection: _with_error(
             connection.call(OFFSET_FETCH, {"group_id": group, "topics": None})))
         if error != E.NONE:
-            raise AdminError(f"fetching the offsets of group {group!r} failed: {error_name(error)}")
-        return {(t.name, p.partition_index): p.committed_offset for t in answer.topics for p in t.partitions
-                if p.error_code == E.NONE and p.committed_offset >= 0}
+            raise GroupRefused(f"fetching the offsets of group {shown(group)} failed: {error_name(error)}")
+        return {(t.name, p.partition_index): Committed(p.committed_offset, _epoch(p)) for t in answer.topics
+                for p in t.partitions if p.error_code == E.NONE and p.committed_offset >= 0}
 
     def commit(self, group: str, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Commit as an admin (no member, generation -1), which a coordinator accepts only
@@ -401,6 +501,12 @@ class GroupsAdmin:
 
 def _with_error(answer: Any) -> tuple[int, Any]:
     return answer.error_code, answer
+
+
+def _epoch(partition: Any) -> int | None:
+    """An OffsetFetch partition's committed leader epoch; None below v5 or when -1 (none)."""
+    epoch = getattr(partition, "committed_leader_epoch", -1)
+    return None if epoch is None or epoch < 0 else epoch
 
 
 def _classic(described: Any) -> Description:
