@@ -159,7 +159,7 @@ def _tls(props: dict[str, str]) -> ssl.SSLContext:
             if texts:
                 path = os.path.join(private, texts[0])
                 with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
-                    out.write(props[texts[0]])
+                    out.write(_pem(props[texts[0]]))
                 return path
             return ""
 
@@ -182,6 +182,23 @@ def _tls(props: dict[str, str]) -> ssl.SSLContext:
                 raise ConfigProblem(f"cannot use the client certificate and key: {getattr(exc, 'reason', None) or exc}"
                                     ) from None
     return context
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def _pem(text: str) -> str:
+    """PEM as a property holds it, often on one line (a value continued over several lines
+    with backslashes loses its line ends, as Kafka's docs write it): each block re-wrapped
+    as OpenSSL reads PEM, in 64-character lines. Kafka's own PEM reader ignores the blanks
+    in the same way."""
+    blocks = []
+    for kind, body in _PEM_BLOCK.findall(text):
+        data = "".join(body.split())
+        blocks.append(f"-----BEGIN {kind}-----\n"
+                      + "".join(data[i:i + 64] + "\n" for i in range(0, len(data), 64))
+                      + f"-----END {kind}-----\n")
+    return "".join(blocks) or text
 
 
 # -- Java's formats ---------------------------------------------------------------------------

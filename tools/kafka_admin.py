@@ -384,8 +384,8 @@ class GroupsAdmin:
                                for topic in sorted({t for t, _ in tps})]})
             except Unreachable:
                 continue
-            found.update({(t.name, p.partition_index): p.offset for t in answer.topics for p in t.partitions
-                          if p.error_code == E.NONE and (t.name, p.partition_index) in leaders})
+            found.update({(t.name, p.partition_index): _found_offset(p, timestamp) for t in answer.topics
+                          for p in t.partitions if p.error_code == E.NONE and (t.name, p.partition_index) in leaders})
         return found
 
     # -- groups -----------------------------------------------------------------------------
@@ -501,6 +501,17 @@ class GroupsAdmin:
 
 def _with_error(answer: Any) -> tuple[int, Any]:
     return answer.error_code, answer
+
+
+def _found_offset(partition: Any, timestamp: int) -> int:
+    """A ListOffsets answer's offset; for a time, -1 when no record is that late. Kafka says
+    so with offset -1 and timestamp -1; Tansu 0.6 answers offset 0 and timestamp -1, which
+    read as it stands would reset a group to the log's first record. A record found carries
+    its timestamp in Kafka's answers (v1 and later), so offset 0 without one is read as
+    none. (Only offset 0: tests/standin_broker.py gives found offsets without timestamps.)"""
+    if timestamp >= 0 and partition.timestamp == -1 and partition.offset == 0:
+        return -1
+    return partition.offset
 
 
 def _epoch(partition: Any) -> int | None:
