@@ -15,11 +15,13 @@ commit acknowledged to it. A probe that harms the bystander broke, whatever else
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import secrets
 import select
 import socket
+import ssl
 import tempfile
 import threading
 import time
@@ -36,8 +38,11 @@ from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_GROUPS, FIND
                               JOIN_GROUP, LEAVE_GROUP, METADATA, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP)
 
 from ..kafka_admin import AdminError, NodeConnection, Unreachable, read_exactly
+from ..kafka_admin import parse_address
 from ..topics_admin import RegistryAdmin
 from coordinator.store.zkserver import ZooKeeperServer, free_port
+from coordinator.security.upstream import LoginFailed, UpstreamSecurity
+from coordinator.security.users import UserAdmin
 from .process import NotStarted, RunProcess, raise_open_files
 
 E = ErrorCode
@@ -862,6 +867,163 @@ def probe_large_group(run: _Run) -> Findings:
     return f
 
 
+# The wrong-password storm: where a deployment's SASL listener is, and a user of it, are
+# given in these variables (its configuration is not the bench's to read); without them, where
+# the bench starts its own coordinator, it starts one more, with a SASL_PLAINTEXT listener.
+STORM_VARIABLES = ("GROUPKEEPER_ABUSE_SASL", "GROUPKEEPER_ABUSE_SASL_USER", "GROUPKEEPER_ABUSE_SASL_PASSWORD_FILE")
+STORM_GUESSERS = 20  # connections retrying a wrong password at once
+STORM_SECONDS = 5.0  # how long they do, while correct logins are timed
+STORM_BASELINE = 5  # correct logins timed before the storm
+STORM_BOUND_S = 1.0  # a correct login slower than this (or than 5 x the slowest before) broke
+STORM_MECHANISM = "SCRAM-SHA-512"
+
+
+class _SaslCoordinator(LocalCoordinator):
+    """A LocalCoordinator with a SASL_PLAINTEXT listener beside its PLAINTEXT one and one
+    SCRAM user, for the storm where the bench's own coordinator has no SASL listener."""
+
+    USER = "groupkeeper-abuse"
+
+    def _start(self, work: Path) -> None:
+        self.sasl_port, self.password = free_port(), secrets.token_urlsafe(16)
+        with UserAdmin(self.zookeeper.connect_string) as admin:
+            admin.add(self.USER, STORM_MECHANISM, self.password, 4096)
+        s = self.settings
+        config = {"request_read_timeout_ms": max(1, int(s.read_timeout * 1000)),
+                  "max_connections_per_ip": s.per_ip_limit, "sasl_enabled_mechanisms": [STORM_MECHANISM],
+                  "events": False}
+        config_path = work / "groupkeeper.toml"
+        config_path.write_text("".join(f"{key} = {json.dumps(value)}\n" for key, value in config.items()))
+        self.run = RunProcess(["--config", str(config_path), "--zookeeper", self.zookeeper.connect_string,
+                               "--listeners", f"PLAINTEXT://127.0.0.1:{self.port},"
+                                              f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}",
+                               "--metrics-listen", "", "--data-dir", str(work / "data")])
+        try:
+            self.run.start(work / "groupkeeper.log")
+        except NotStarted as exc:
+            raise AdminError(f"the coordinator for the wrong-password storm did not start: {str(exc)[:300]}") from None
+
+
+def probe_wrong_password_storm(run: _Run) -> Findings:
+    """Connections retrying a wrong password must slow only themselves: the same user's
+    correct logins from the same host answered as fast as before the storm (a pacing of
+    every password check once held them up to 10 s each), and no guess let in."""
+    given = {name: os.environ.get(name) for name in STORM_VARIABLES}
+    if all(given.values()):
+        protocol, _, address = given["GROUPKEEPER_ABUSE_SASL"].partition("://")
+        if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+            raise Skipped("GROUPKEEPER_ABUSE_SASL: SASL_PLAINTEXT://HOST:PORT or SASL_SSL://HOST:PORT")
+        try:
+            password = Path(given["GROUPKEEPER_ABUSE_SASL_PASSWORD_FILE"]).read_text().splitlines()[0]
+        except (OSError, IndexError, UnicodeDecodeError) as exc:
+            raise Skipped(f"GROUPKEEPER_ABUSE_SASL_PASSWORD_FILE: no password read: {exc}") from None
+        cafile = os.environ.get("GROUPKEEPER_ABUSE_SASL_CAFILE")  # SASL_SSL: the CA, else the system's
+        tls = ssl.create_default_context(cafile=cafile) if protocol == "SASL_SSL" else None
+        mechanism = os.environ.get("GROUPKEEPER_ABUSE_SASL_MECHANISM", STORM_MECHANISM)
+        if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise Skipped("GROUPKEEPER_ABUSE_SASL_MECHANISM: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+        user = given["GROUPKEEPER_ABUSE_SASL_USER"]
+        return _storm(run, _parse(address), protocol, tls, mechanism, user, password)
+    if run.wide_topic is None:  # a deployment, and not told where its SASL listener is
+        raise Skipped("set " + ", ".join(STORM_VARIABLES) + ": the listener as SASL_PLAINTEXT://HOST:PORT or "
+                      "SASL_SSL://HOST:PORT, a user of it, a file with its password (and, if need be, "
+                      "GROUPKEEPER_ABUSE_SASL_CAFILE for SASL_SSL, GROUPKEEPER_ABUSE_SASL_MECHANISM, default "
+                      f"{STORM_MECHANISM})")
+    with _SaslCoordinator(run.settings, f"{run.tag}-storm") as local:
+        return _storm(run, ("127.0.0.1", local.sasl_port), "SASL_PLAINTEXT", None, STORM_MECHANISM, local.USER,
+                      local.password)
+
+
+def _parse(address: str) -> tuple[str, int]:
+    try:
+        return parse_address(address)
+    except AdminError as exc:
+        raise Skipped(f"GROUPKEEPER_ABUSE_SASL: {exc}") from None
+
+
+def _log_in(host: str, port: int, timeout: float, security: UpstreamSecurity) -> str:
+    """A SASL login on a new connection, closed after: ok, refused, unanswered (within
+    `timeout`), or what went wrong. Straight to SaslHandshake, as the server allows."""
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:
+        return f"cannot connect: {exc}"
+    try:
+        if security.tls is not None:
+            sock = security.tls.wrap_socket(sock, server_hostname=host)
+        login = security.login()
+        frame = login.first()
+        while frame is not None:
+            sock.sendall(frame)
+            size = int.from_bytes(read_exactly(sock, 4), "big", signed=True)
+            if not 0 <= size <= MiB:
+                return f"an answer of {size} bytes"
+            frame = login.feed(read_exactly(sock, size))
+        return "ok"
+    except LoginFailed:
+        return "refused"
+    except TimeoutError:
+        return "unanswered"
+    except OSError as exc:  # ssl.SSLError among them
+        return f"lost: {exc}"
+    finally:
+        sock.close()
+
+
+def _storm(run: _Run, address: tuple[str, int], protocol: str, tls, mechanism: str, user: str,
+           password: str) -> Findings:
+    f = Findings()
+    host, port = address
+    right = UpstreamSecurity(protocol, tls, mechanism, user, password)  # keeps SCRAM's salted password
+    wrong = UpstreamSecurity(protocol, tls, mechanism, user, password + secrets.token_hex(4))
+
+    def login(security: UpstreamSecurity, timeout: float) -> tuple[str, float]:
+        """One login: how it ended (ok, refused, unanswered, or why not), and how long it took."""
+        started = time.perf_counter()
+        return _log_in(host, port, timeout, security), time.perf_counter() - started
+
+    before = [login(right, run.settings.deadline) for _ in range(STORM_BASELINE)]
+    f.expect(all(outcome == "ok" for outcome, _ in before),
+             f"the correct password was refused before the storm: {[o for o, _ in before if o != 'ok'][:1]}")
+    bound = max(STORM_BOUND_S, 5 * max(seconds for _, seconds in before))
+    stop = threading.Event()
+    guesses: list[tuple[str, float]] = []
+
+    def guess() -> None:
+        while not stop.is_set():  # a new connection as soon as the last guess was answered
+            guesses.append(login(wrong, STORM_SECONDS))
+
+    guessers = [threading.Thread(target=guess, daemon=True) for _ in range(STORM_GUESSERS)]
+    for thread in guessers:
+        thread.start()
+    correct: list[tuple[str, float]] = []
+    until = time.monotonic() + STORM_SECONDS
+    while time.monotonic() < until:
+        correct.append(login(right, run.settings.deadline))
+    stop.set()
+    for thread in guessers:
+        thread.join(STORM_SECONDS + run.settings.deadline)
+    times = sorted(seconds for outcome, seconds in correct if outcome == "ok")
+    failed = Counter(outcome for outcome, _ in correct if outcome != "ok")
+    outcomes = Counter(outcome for outcome, _ in guesses)
+    answered = sorted(seconds for outcome, seconds in guesses if outcome == "refused")
+    f.expect(not failed, f"correct logins failed during the storm: {dict(failed)}")
+    f.expect(bool(times) and times[-1] <= bound,
+             f"a correct login took {times[-1] if times else 0:.2f} s during the storm (bound {bound:.2f} s)")
+    f.expect(not outcomes["ok"], f"{outcomes['ok']} logins with a wrong password were let in")
+    f.expect(bool(guesses) and outcomes["refused"] + outcomes["unanswered"] == len(guesses),
+             f"the guesses did not reach the server: {dict(outcomes)}")
+    f.figures = {"listener": f"{protocol}://{host}:{port}", "mechanism": mechanism, "guessers": STORM_GUESSERS,
+                 "seconds": STORM_SECONDS,
+                 "correct_logins": len(correct), "before_max_ms": _ms(max(s for _, s in before)),
+                 "correct_p50_ms": _ms(times[len(times) // 2]) if times else None,
+                 "correct_p99_ms": _ms(times[int(len(times) * 0.99)]) if times else None,
+                 "correct_max_ms": _ms(times[-1]) if times else None, "bound_ms": _ms(bound),
+                 "guesses": dict(outcomes),
+                 "guess_answered_p50_s": round(answered[len(answered) // 2], 2) if answered else None}
+    return f
+
+
 PROBES = {
     "empty-names": (probe_empty_names,
                     "OffsetCommit with an empty group id and with an empty topic name, beside commits of "
@@ -888,6 +1050,10 @@ PROBES = {
     "large-group": (probe_large_group,
                     "{members:,} members join one group (JoinGroup v3 pipelined, 100 a connection) and sync: each "
                     "assigned (error 0) or refused GROUP_MAX_SIZE_REACHED, the group Stable, not rebalancing"),
+    "wrong-password-storm": (probe_wrong_password_storm,
+                             f"{STORM_GUESSERS} connections retrying a wrong password for {STORM_SECONDS:g} s beside "
+                             "the same user's correct logins from the same host: every correct login let in "
+                             f"within max({STORM_BOUND_S:g} s, 5 x its time before the storm), no guess let in"),
 }
 
 
