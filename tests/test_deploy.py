@@ -176,6 +176,11 @@ def test_alert_rules_are_complete():
     # the four the operations issue asks for
     assert {"GroupkeeperRebalanceStorm", "GroupkeeperSessionExpirySpike",
             "GroupkeeperGroupPartitionWithoutOwner", "GroupkeeperZooKeeperDisconnected"} <= names
+    # issue 29's: lag growing, group STALL/STOP, commits stalled, rebalance stuck, events
+    # dropped, ZooKeeper data near heap, metadata age
+    assert {"GroupkeeperConsumerLagGrowing", "GroupkeeperConsumerGroupError", "GroupkeeperCommitsStalled",
+            "GroupkeeperRebalanceStuck", "GroupkeeperEventsDropped", "GroupkeeperZooKeeperDataNearHeap",
+            "GroupkeeperTopicMetadataStale"} <= names
     for rule in rules:
         assert re.fullmatch(r"\d+[smh]", rule.get("for", "")), rule["alert"]
         assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
@@ -190,9 +195,19 @@ def test_the_dashboard_covers_the_operations_views():
             "groupkeeper_request_duration_seconds_bucket", "groupkeeper_offset_commits_total",
             "groupkeeper_offset_commit_duration_seconds_bucket",
             "groupkeeper_zookeeper_request_duration_seconds_bucket", "groupkeeper_zookeeper_connected",
-            "groupkeeper_owned_group_partitions"} <= queried
+            "groupkeeper_owned_group_partitions", "groupkeeper_consumergroup_lag",
+            "groupkeeper_consumergroup_partition_lag", "groupkeeper_consumergroup_status",
+            "groupkeeper_consumergroups_by_status"} <= queried
+    assert "group" in {variable["name"] for variable in board["templating"]["list"]}
     ids = [panel["id"] for panel in board["panels"]]
     assert len(ids) == len(set(ids))
+    taken: dict[tuple[int, int], str] = {}  # no two panels on one cell of the 24-column grid
+    for panel in board["panels"]:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        for cell in ((x, y) for x in range(grid["x"], grid["x"] + grid["w"])
+                     for y in range(grid["y"], grid["y"] + grid["h"])):
+            assert taken.setdefault(cell, panel["title"]) == panel["title"], (panel["title"], taken[cell])
     assert any("histogram_quantile(0.99" in expr for _, expr in dashboard_expressions())
 
 
@@ -260,7 +275,7 @@ def test_alerts_fire_when_they_should(promtool):
 def test_dashboard_queries_parse(promtool, tmp_path):
     """promtool parses PromQL in rule files: each dashboard query becomes a recording rule,
     with Grafana's variables given values first."""
-    grafana = {"$__rate_interval": "5m", "$__interval": "1m", "$instance": ".*"}
+    grafana = {"$__rate_interval": "5m", "$__interval": "1m", "$instance": ".*", "$group": ".*"}
     rules = []
     for n, (where, expr) in enumerate(dashboard_expressions()):
         for variable, value in grafana.items():
