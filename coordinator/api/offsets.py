@@ -13,7 +13,7 @@ from .. import metrics
 from ..cluster.ownership import Owned
 from ..security.acls.authorizer import Operation, ResourceType
 from ..security.client import Client
-from ..serving.pending import Pending
+from ..serving.pending import Deferred, Pending
 from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error_code
 from .access import MAX_TOPIC_NAME, ApiPart
 
@@ -86,31 +86,38 @@ class OffsetApi(ApiPart):
         return answer(lambda topic, p: refused.get((topic, p), E.NONE))
 
     async def offset_fetch(self, header, request, client):
+        """Authorized, routed and settled here; the answer, megabytes for a group of many
+        partitions (and a v8 request may name a group many times), is made by the connection
+        once its client has room for it (`Deferred`), from what is durable then."""
         if header.api_version >= 8:
-            groups = [await self._fetch_group(g.group_id, None if g.topics is None else
-                                              [(t.name, t.partition_indexes) for t in g.topics], client,
-                                              g.member_id, g.member_epoch)
+            groups = [(g.group_id, await self._settled(g.group_id, client, g.member_id, g.member_epoch),
+                       None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics])
                       for g in request.groups]
-            return m.OffsetFetchResponse(groups=[
-                m.OffsetFetchResponseGroup(group_id=gid, error_code=error, topics=[
-                    m.OffsetFetchResponseTopics(name=name, partitions=[
-                        m.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
-                                                        committed_leader_epoch=e, metadata=md, error_code=pe)
-                        for p, o, e, md, pe in parts]) for name, parts in topics])
-                for gid, error, topics in groups])
+            return Deferred(partial(self._groups_answer, groups, client))
         topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
-        _, error, result = await self._fetch_group(request.group_id, topics, client)
+        route = await self._settled(request.group_id, client)
+        return Deferred(partial(self._answer, header.api_version, route, request.group_id, topics, client))
+
+    def _groups_answer(self, groups, client: Client) -> m.OffsetFetchResponse:
+        return m.OffsetFetchResponse(groups=[
+            m.OffsetFetchResponseGroup(group_id=gid, error_code=error, topics=[
+                m.OffsetFetchResponseTopics(name=name, partitions=[
+                    m.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
+                                                    committed_leader_epoch=e, metadata=md, error_code=pe)
+                    for p, o, e, md, pe in parts]) for name, parts in result])
+            for gid, error, result in (self._fetch_group(gid, route, topics, client) for gid, route, topics in groups)])
+
+    def _answer(self, version: int, route, group_id: str, topics, client: Client) -> m.OffsetFetchResponse:
+        _, error, result = self._fetch_group(group_id, route, topics, client)
         return m.OffsetFetchResponse(error_code=error, topics=[
             m.OffsetFetchResponseTopic(name=name, partitions=[
                 m.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                               metadata=md, error_code=pe if header.api_version >= 2 or error == E.NONE else error)
+                                               metadata=md, error_code=pe if version >= 2 or error == E.NONE else error)
                 for p, o, e, md, pe in parts]) for name, parts in result])
 
-    async def _fetch_group(self, group_id: str, topics, client: Client, member_id: str | None = None,
-                           member_epoch: int = -1):
-        """(group, error, [(topic, [(partition, offset, epoch, metadata, error)])]): of the
-        topics the client may describe; those named that it may not, TOPIC_AUTHORIZATION_FAILED.
-        A consumer group's member (v9+) is answered only at its current epoch."""
+    async def _settled(self, group_id: str, client: Client, member_id: str | None = None, member_epoch: int = -1):
+        """Where `group_id`'s offsets are read (`Owned`), settled; or the error that answers
+        for them. A consumer group's member (v9+) is answered only at its current epoch."""
         route = (self.coordinator.route(group_id) if self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, group_id)
                  else E.GROUP_AUTHORIZATION_FAILED)
         if isinstance(route, Owned) and (refused := route.groups.fetch_check(group_id, member_id, member_epoch)):
@@ -120,6 +127,11 @@ class OffsetApi(ApiPart):
                 await route.store.settle(group_id)
             except STORE_FAILURES as exc:
                 route = store_error_code(exc)
+        return route
+
+    def _fetch_group(self, group_id: str, route, topics, client: Client):
+        """(group, error, [(topic, [(partition, offset, epoch, metadata, error)])]): of the
+        topics the client may describe; those named that it may not, TOPIC_AUTHORIZATION_FAILED."""
         if not isinstance(route, Owned):
             return group_id, route, [(name, [(p, -1, -1, "", route) for p in parts]) for name, parts in topics or []]
         committed = route.store.durable.get(group_id, {})

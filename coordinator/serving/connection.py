@@ -6,7 +6,9 @@ that waits gets a task of its own (a JoinGroup for its generation), or a callbac
 when ZooKeeper confirms it), and its answer keeps its place in the line: a reply waits for the replies before it, and
 every reply ready at once goes out in one send. A connection that has too many waiting
 requests, or too many answers its client has not taken, is paused: the frames it has read
-wait, and it is not read again until it can go on. A frame that cannot be decoded, a size
+wait, and it is not read again until it can go on. Past that limit no answer is made for it,
+those of waiting requests included: a task waits to start, or to make a `Deferred` answer,
+until its client has read (see `_room`). A frame that cannot be decoded, a size
 over the limit, or an unknown API closes that connection only, with the reason logged.
 """
 
@@ -32,7 +34,7 @@ from protocol.schemas import API_VERSIONS, HEARTBEAT
 from .. import metrics
 from .interfaces import CloseConnection
 from .outbox import Outbox
-from .pending import Answer, Pending
+from .pending import Answer, Deferred, Pending
 
 if TYPE_CHECKING:
     from ..security.client import Client
@@ -49,7 +51,8 @@ _PEER_CLOSED = ("closed by peer", "peer went away")
 class ClientConnection:
     """A Kafka client's connection to this server, as the server sees it."""
     __slots__ = ("backlog", "bytes", "client", "closed", "fd", "gate", "held", "host", "in_flight", "log", "mask",
-                 "out", "reader", "reading_timeout", "replies", "sock", "started", "until", "upstream", "waiting")
+                 "out", "reader", "reading_timeout", "replies", "room", "sock", "started", "until", "upstream",
+                 "waiting")
 
     def __init__(self, host: Host, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
                  gate: SaslGate | TlsGate | None):
@@ -67,6 +70,7 @@ class ClientConnection:
         self.backlog: list[bytes] = []  # frames read while paused, handled when it goes on
         self.in_flight = 0  # requests waiting in tasks of their own
         self.waiting: set[trio.CancelScope] = set()  # those tasks, cancelled when the connection closes
+        self.room: trio.Event | None = None  # set when its client took answers: for tasks waiting in `_room`
         self.mask = EPOLLIN  # what the server's poll set waits for on this socket
         self.started: float | None = None  # when the first byte of the request now arriving came
         self.until = math.inf  # when the wait for the next bytes runs out; inf: not waiting (paused)
@@ -140,6 +144,11 @@ class ClientConnection:
                 if not self._relay(handler[0], frame):
                     return self._pause(frames[i:]) if not self.closed else None
                 continue
+            # a client that does not take its answers gets no more of them made, nor is read
+            if self.bytes > limits.max_queued_reply_bytes:
+                self.flush()
+                if self.bytes > limits.max_queued_reply_bytes:
+                    return self._pause(frames[i:])
             try:
                 header, request = decode_request(frame)
             except UnsupportedVersion as exc:
@@ -154,11 +163,7 @@ class ClientConnection:
                                           api.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)))
                 continue
             answer, waits, _ = handler
-            # a client that does not take its answers gets no more of them computed, nor is
-            # read; nor is one with too many requests waiting
-            if self.bytes > limits.max_queued_reply_bytes:
-                self.flush()
-            if self.bytes > limits.max_queued_reply_bytes or (waits and self.in_flight >= limits.max_in_flight):
+            if waits and self.in_flight >= limits.max_in_flight:  # nor one with too many requests waiting
                 return self._pause(frames[i:])
             handling = time.perf_counter()
             try:
@@ -232,6 +237,8 @@ class ClientConnection:
             self.replies.popleft()
             self.in_flight -= 1
             self.flush()
+            if self.room is not None:
+                self._wake()
             if self.backlog and not self.closed:
                 self._go_on()
 
@@ -239,18 +246,45 @@ class ClientConnection:
         if self.closed:
             answering.close()
             return
+        limit = self.host.limits.max_queued_reply_bytes
         with trio.CancelScope() as scope:
             self.waiting.add(scope)
             try:
+                # the coroutine runs only where an answer may be made: a request's answer
+                # ready at once (a Stable group's SyncGroup) is made in its first step
+                if self.bytes > limit and not await self._room(reply):
+                    return
                 body = await answering
+                if type(body) is Deferred:  # made now, if there is room for it
+                    if self.bytes > limit and not await self._room(reply):
+                        return
+                    body = body.answer()
                 frame = _encoded(reply.header, body, started)
             except Exception as exc:  # a bug: close this connection, keep serving the others
                 return self.fail(reply.header.api_key, exc)
             finally:
                 self.waiting.discard(scope)
                 self.in_flight -= 1
+                answering.close()  # never started if it closed first: no warning that it was not awaited
         if not self.closed:
             self._ready(reply, frame)
+
+    async def _room(self, reply: _Reply) -> bool:
+        """Wait until the answer at `reply` may be made; False if the connection closed first.
+        It may while the answers the client has not taken are within the limit; or at the head
+        of the line, while those before it are (they are all in `out` by then): counting the
+        answers made behind it, which cannot go before it, would wait for ever."""
+        limit = self.host.limits.max_queued_reply_bytes
+        while not self.closed and self.bytes > limit and (self.replies[0] is not reply or self.out.size > limit):
+            if self.room is None:
+                self.room = trio.Event()
+            await self.room.wait()
+        return not self.closed
+
+    def _wake(self) -> None:
+        """Its client took answers, or the line moved: tasks waiting in `_room` look again."""
+        room, self.room = self.room, None
+        room.set()
 
     def _resolved(self, reply: _Reply, started: float, answer: Answer) -> None:
         self.in_flight -= 1
@@ -267,6 +301,8 @@ class ClientConnection:
         reply.frame = frame
         self.bytes += len(frame)
         self.flush()
+        if self.room is not None:
+            self._wake()
         if self.backlog:
             self._go_on()
 
@@ -344,6 +380,8 @@ class ClientConnection:
         except OSError:
             return self.close("peer went away")
         self.bytes -= sent
+        if self.room is not None:
+            self._wake()
         if self.out:
             return
         self._watch()
@@ -373,6 +411,17 @@ class ClientConnection:
         for scope in self.waiting:
             scope.cancel()
         self.sock.close()
+        # what it holds goes now, not with the last reference to it (a commit's callback keeps
+        # one until ZooKeeper answers; a cycle through its link lasts until a full collection)
+        held = self.bytes + self.reader.buffered + sum(map(len, self.backlog))
+        self.replies.clear()
+        self.out.clear()
+        self.backlog = []
+        self.bytes = 0
+        if self.reader.buffered:  # a request begun, up to max_request_bytes
+            self.reader = FrameReader(self.host.limits.max_request_bytes)
+        if held:
+            self.host.released(held)
         if self.upstream is not None:
             self.upstream.close("client went away")
         if reason not in _PEER_CLOSED:

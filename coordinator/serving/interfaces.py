@@ -77,6 +77,10 @@ class Host(Protocol):
     def forget(self, connection: Any) -> None:
         """`connection` is closing: no more events for it, and it no longer counts."""
 
+    def released(self, size: int) -> None:
+        """A closing connection dropped `size` bytes it held (answers not taken, requests
+        not handled): memory to give back to the system."""
+
 
 class Upstream(Protocol):
     """What relays a connection's requests elsewhere (the gateway's link to a broker),

@@ -39,6 +39,11 @@ class Outbox:
         other._buffers.clear()
         other.size = 0
 
+    def clear(self) -> None:
+        """Drop everything waiting (its socket is gone)."""
+        self._buffers.clear()
+        self.size = 0
+
     def send(self, sock) -> int:
         """Send what the socket takes now; the bytes it took. BlockingIOError and other
         OSErrors (and ssl.SSLError) pass to the caller, with nothing taken."""

@@ -1,6 +1,7 @@
 """An answer that a callback completes: what a handler returns when its request waits on
 something that reports by callback (a commit, on its batch's confirmation by ZooKeeper).
-Unlike a coroutine it needs no task, cancel scope or event to wait in."""
+Unlike a coroutine it needs no task, cancel scope or event to wait in. And `Deferred`: an
+answer that a coroutine hands back to be made by its connection once there is room for it."""
 
 from __future__ import annotations
 
@@ -33,3 +34,15 @@ class Pending:
             self._deliver = deliver
         else:
             deliver(self._answer)
+
+
+class Deferred:
+    """What a coroutine handler may return instead of its response: `answer()` makes it, and
+    the connection calls it only while its client's unread answers are within
+    `max_queued_reply_bytes`. For an answer that may be large and is made after a wait (an
+    OffsetFetch's, megabytes, once ZooKeeper's doubts are settled): a connection's waiting
+    requests would otherwise make theirs all at once, whatever its client has not read."""
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: Answer):
+        self.answer = answer
