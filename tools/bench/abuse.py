@@ -61,6 +61,10 @@ JOINS_PER_CONNECTION = 100
 LARGE_GROUP_ROUNDS = 3  # join/sync rounds before the large group counts as rebalancing for ever
 LARGE_GROUP_SETTLE_S = 1.0  # after the syncs, before the heartbeats that tell whether it is settled
 SESSION_MS, REBALANCE_MS = 30_000, 60_000  # the large group's members'
+# The group whose OffsetFetch answers wait and go unread: about 1 MB of metadata (the default
+# group_max_offset_metadata_bytes), named 8 times in each OffsetFetch v8, about 9.6 MB an answer
+WAITING_PARTITIONS, WAITING_METADATA_CHARS, WAITING_REPEATS = 10_000, 100, 8
+WAITING_RETURNED = 8 * MiB  # how far over where it began the coordinator's memory may stay after
 
 
 class AbuseError(Exception):
@@ -776,6 +780,89 @@ def probe_never_reads(run: _Run) -> Findings:
     return f
 
 
+def probe_never_reads_waiting(run: _Run) -> Findings:
+    """Answers that wait (OffsetFetch is answered from a task of its own) and are never read
+    must be bounded like the others, and their memory given back when the client goes."""
+    f = Findings()
+    s = run.settings
+    group = run.group("unread-fetch")
+    connection = run.target.at(group)
+    try:  # a group of WAITING_PARTITIONS offsets, each with metadata if the deployment takes it
+        for metadata in ("m" * WAITING_METADATA_CHARS, ""):
+            committed = _errors(connection.pipeline(OFFSET_COMMIT, 8, [_commit_body(
+                group, {(f"{run.tag}-unread", p): (p, metadata) for p in range(WAITING_PARTITIONS)})])[0])
+            if set(committed.values()) == {E.NONE}:
+                break
+        else:
+            raise Skipped(f"its {WAITING_PARTITIONS:,} offsets were not committed: {_named(committed.values())}")
+    finally:
+        connection.close()
+    host, port = run.target.coordinator(group)
+    frame = encode_request(RequestHeader(OFFSET_FETCH.key, 8, 1, "groupkeeper-abuse"), build(
+        OFFSET_FETCH.request.struct, {"groups": [{"group_id": group, "topics": None}] * WAITING_REPEATS}))
+    sock = socket.create_connection((host, port), timeout=s.deadline)
+    try:
+        sock.sendall(frame)  # one answer read whole: its size
+        answer_bytes = 4 + int.from_bytes(read_exactly(sock, 4), "big", signed=True)
+        read_exactly(sock, answer_bytes - 4)
+        before = peak = run.target.rss()
+        sock.setblocking(False)
+        batch = frame * max(1, 65536 // len(frame))
+        pending = memoryview(b"")
+        sent, other_ms = 0, None
+        started = time.monotonic()
+        while (elapsed := time.monotonic() - started) < s.never_reads_seconds:
+            _, writable, _ = select.select([], [sock], [], 0.1)
+            if writable:
+                pending = pending or memoryview(batch)
+                try:
+                    took = sock.send(pending)
+                    sent, pending = sent + took, pending[took:]
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    break
+            if peak is not None:
+                peak = max(peak, run.target.rss() or 0)
+            if other_ms is None and elapsed > s.never_reads_seconds / 2:
+                t0 = time.perf_counter()
+                other = run.target.connect((host, port))
+                try:
+                    other.pipeline(API_VERSIONS, 0, [{}])
+                finally:
+                    other.close()
+                other_ms = _ms(time.perf_counter() - t0)
+    finally:
+        sock.close()
+    closed = time.monotonic()
+    after = before
+    while before is not None and time.monotonic() - closed < s.deadline:  # the server notices, frees, trims
+        after = run.target.rss()
+        if after is None or after - before < WAITING_RETURNED:
+            break
+        time.sleep(0.2)
+    requests = sent // len(frame)
+    f.figures = {"requests_sent": requests, "answer_bytes": answer_bytes,
+                 "answers_asked_mib": round(requests * answer_bytes / MiB, 1), "other_client_ms": other_ms,
+                 "memory": run.target.memory_source()}
+    if before is None or peak is None or after is None:
+        source = run.target.memory_source()
+        f.figures["memory"] = ("unmeasured: no --metrics" if source is None else
+                               f"unmeasured: no process_resident_memory_bytes at {source}")
+    else:
+        bound = s.memory_bound + 2 * answer_bytes  # the limit's, and an answer or two past it
+        f.figures.update({"rss_before_mib": round(before / MiB, 1), "rss_growth_mib": round((peak - before) / MiB, 1),
+                          "rss_after_close_mib": round((after - before) / MiB, 1), "bound_mib": round(bound / MiB, 1),
+                          "after_close_bound_mib": round(WAITING_RETURNED / MiB, 1)})
+        f.expect(peak - before < bound, f"resident memory grew {(peak - before) / MiB:.0f} MiB "
+                                        f"(bound {bound / MiB:.0f} MiB)")
+        f.expect(after - before < WAITING_RETURNED,
+                 f"resident memory {(after - before) / MiB:.0f} MiB over where it began, "
+                 f"{s.deadline:g} s after the client closed")
+    f.expect(other_ms is not None, "no other client was served during the flood")
+    return f
+
+
 def _metadata_answered(sock: socket.socket, topics: list[dict] | None) -> tuple[bytes, int]:
     """A Metadata request for `topics`, and the size of its answer (asked once, read whole)."""
     frame = encode_request(RequestHeader(METADATA.key, 1, 1, "groupkeeper-abuse"),
@@ -1047,6 +1134,11 @@ PROBES = {
     "never-reads": (probe_never_reads,
                     "Metadata pipelined for {never_reads_seconds:g} s, answers never read: resident memory grows "
                     "less than 2 x max_queued_reply_bytes + 64 MiB, other clients served"),
+    "never-reads-waiting": (probe_never_reads_waiting,
+                            "OffsetFetch answers of megabytes (made in tasks of their own) pipelined for "
+                            "{never_reads_seconds:g} s, never read: resident memory grows less than 2 x "
+                            "max_queued_reply_bytes + 64 MiB + two answers, and is back within 8 MiB of where it "
+                            "began once the client closed; other clients served"),
     "large-group": (probe_large_group,
                     "{members:,} members join one group (JoinGroup v3 pipelined, 100 a connection) and sync: each "
                     "assigned (error 0) or refused GROUP_MAX_SIZE_REACHED, the group Stable, not rebalancing"),
