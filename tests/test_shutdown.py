@@ -84,8 +84,10 @@ def _kill_if_left(pid: int, started: str) -> None:
 
 
 def _answers(port: int) -> bool:
+    """Whether a ZooKeeper answers on `port` (a gone one refuses at once; a live one on a busy
+    machine may take a while)."""
     try:
-        return four_letter_word("127.0.0.1", port, b"ruok", timeout=0.5) == b"imok"
+        return four_letter_word("127.0.0.1", port, b"ruok", timeout=5.0) == b"imok"
     except OSError:
         return False
 
@@ -115,7 +117,16 @@ def _run_embedded(data_dir: Path, zk_port: int) -> tuple[subprocess.Popen, Path]
 
 
 def _log(log_path: Path) -> list[dict]:
-    return [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+    """The JSON log's entries so far; a last line still being written is left for later."""
+    entries = []
+    for line in log_path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
 
 
 def _wait_log(proc: subprocess.Popen, log_path: Path, event: str, timeout: float = 60.0) -> dict:
