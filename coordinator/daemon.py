@@ -289,7 +289,10 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 gateway = Gateway(topics, kafka_listeners, scheme, lambda name: cluster.coordinator_nodes(name), taken,
                                   BrokerSecurity(upstream), config["gateway_max_connections_per_broker"])
                 cluster = GatewayClusterApi(coordinator, topics, acl_store, gateway)
-            server = Server(Api(coordinator, topics, acl_store, cluster=cluster), Limits(
+            api = Api(coordinator, topics, acl_store, cluster=cluster)
+            if config["metrics_listen"]:  # statuses are judged where lag is measured
+                api.groups.status_of = windows.group_status
+            server = Server(api, Limits(
                 config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000,
                 config["max_connections_per_ip"], config["request_read_timeout_ms"] / 1000,
                 config["max_queued_reply_bytes"]), Security(tls, authentication))

@@ -72,6 +72,15 @@ class _Null:
 
 NULL = _Null()
 
+# groupkeeper's own tagged fields, in answers that Kafka declares none in the same struct:
+# from this tag up (far above Kafka's, which count up from 0), read by groupkeeper's tools and
+# skipped by every other client (KIP-482: unknown tags are ignored). Named `groupkeeper_...`.
+EXTENSION_TAGS = 10_000
+
+
+def is_extension(field: Field) -> bool:
+    return field.tag is not None and field.tag >= EXTENSION_TAGS
+
 
 def F(name: str, type_: Primitive | Array | Struct, versions: str = "0+", *, nullable: str = "none",
       default: Any = None, tag: int | None = None) -> Field:

@@ -204,6 +204,8 @@ def test_lag_on_metrics_is_asked_of_the_leaders_and_kept_current(zookeeper, tmp_
         assert member.commit("lagged", {0: 41, 1: 45}) == [0, 0]
         _wait_for_metric(groupkeeper, 1, "groupkeeper_consumergroup_status", group="laggards", status="STOP")
         assert _metric(groupkeeper, "groupkeeper_consumergroups_by_status", status="STOP") == 1
+        # and in `groups describe --state`, from the coordinator's own judgement
+        assert described(groupkeeper.bootstrap, "laggards", "--state")["status"] == "STOP"
     finally:
         member.close()
         broker.stop()

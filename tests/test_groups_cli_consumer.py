@@ -108,14 +108,14 @@ def test_types_listed_and_filtered_and_both_types_described(groupkeeper):
         assert epoch >= 2  # one bump per member that joined, at least
         assert state == {"group": "kip848-typed", "type": "consumer", "state": "Stable", "group_epoch": epoch,
                          "target_assignment_epoch": epoch, "assignment_strategy": "uniform",
-                         "protocol_type": "consumer", "member_count": 2,
+                         "protocol_type": "consumer", "member_count": 2, "status": "OK",
                          "coordinator": {"id": INSTANCE_NODE_BASE, "host": "127.0.0.1", "port": groupkeeper.port}}
         coordinator = [bootstrap, f"({INSTANCE_NODE_BASE})"]
         assert table(ok(bootstrap, "describe", "kip848-typed", "--state")) == [
-            STATE_HEADER + ["#MEMBERS"], ["kip848-typed", *coordinator, "uniform", "Stable", "2"]]
+            STATE_HEADER + ["#MEMBERS", "STATUS"], ["kip848-typed", *coordinator, "uniform", "Stable", "2", "OK"]]
         assert table(ok(bootstrap, "describe", "kip848-typed", "--state", "--verbose")) == [
-            STATE_HEADER + ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
-            ["kip848-typed", *coordinator, "uniform", "Stable", str(epoch), str(epoch), "2"]]
+            STATE_HEADER + ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS", "STATUS"],
+            ["kip848-typed", *coordinator, "uniform", "Stable", str(epoch), str(epoch), "2", "OK"]]
 
         # the members view: each member's epoch, current and (once stable, equal) target assignment
         members = described(bootstrap, "kip848-typed", "--members")
@@ -152,9 +152,9 @@ def test_types_listed_and_filtered_and_both_types_described(groupkeeper):
         # the classic group beside it: as before, epochs "-" (it has none)
         classic_id = classic.consumer.memberid()
         assert table(ok(bootstrap, "describe", "classic-typed", "--state")) == [
-            STATE_HEADER + ["#MEMBERS"], ["classic-typed", *coordinator, "range", "Stable", "1"]]
+            STATE_HEADER + ["#MEMBERS", "STATUS"], ["classic-typed", *coordinator, "range", "Stable", "1", "-"]]
         assert table(ok(bootstrap, "describe", "classic-typed", "--state", "--verbose"))[1] == [
-            "classic-typed", *coordinator, "range", "Stable", "-", "-", "1"]
+            "classic-typed", *coordinator, "range", "Stable", "-", "-", "1", "-"]  # nothing committed: no status
         assert table(ok(bootstrap, "describe", "classic-typed", "--members", "--verbose")) == [
             MEMBERS_HEADER + ["ASSIGNMENT"], ["classic-typed", classic_id, "127.0.0.1", "rdkafka", "4",
                                               f"{topic}(0,1,2,3)"]]
@@ -244,7 +244,7 @@ def test_current_and_target_assignments_differ_while_a_member_reconciles(groupke
             [group, "Consumer", "Reconciling"]]
         state = run(bootstrap, "describe", group, "--state", "--verbose")
         assert state.stderr == ""  # Kafka warns before the members and offsets tables only
-        assert table(state.stdout)[1][4:] == ["Reconciling", str(epoch), str(epoch), "2"]
+        assert table(state.stdout)[1][4:] == ["Reconciling", str(epoch), str(epoch), "2", "-"]  # nothing committed
 
         # polled, the first gives up what it must and the second takes it
         poll_until(lambda: settled(everything, first, second) and len(first.assigned) == 2

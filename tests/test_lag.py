@@ -157,3 +157,29 @@ def test_the_status_metrics_name_the_worst_groups_and_count_all():
     assert got["groupkeeper_consumergroup_status"] == {("b", lag.STALL): 1, ("c", lag.WARN): 1}
     assert got["groupkeeper_consumergroups_by_status"] == {
         ("OK",): 2, ("WARN",): 1, ("STOP",): 0, ("STALL",): 1, ("REWIND",): 0}
+
+
+def test_the_status_extension_is_read_by_us_and_skipped_by_kafka_python():
+    """groupkeeper's tagged field in DescribeGroups v5+ and ConsumerGroupDescribe: our codec
+    reads it back; kafka-python (as any other client) reads the answer, skipping it."""
+    from protocol import RequestHeader, decode_response, encode_response
+    from protocol.messages import build
+    from protocol.schemas import CONSUMER_GROUP_DESCRIBE, DESCRIBE_GROUPS
+    from tools.bench.kafka_python import reference_class
+
+    for version in (5, 6):
+        body = build(DESCRIBE_GROUPS.response.struct, {"groups": [
+            {"error_code": 0, "group_id": "g", "group_state": "Empty", "protocol_type": "consumer",
+             "protocol_data": "", "members": [], "groupkeeper_status": lag.STALL}]})
+        frame = encode_response(RequestHeader(DESCRIBE_GROUPS.key, version, 7, None), body)
+        assert decode_response(DESCRIBE_GROUPS.key, version, frame[4:])[1].groups[0].groupkeeper_status == lag.STALL
+        theirs = reference_class(DESCRIBE_GROUPS.response).decode(frame, version=version, header=True, framed=True)
+        assert theirs.groups[0].group_id == "g" and theirs.groups[0].group_state == "Empty"
+        plain = build(DESCRIBE_GROUPS.response.struct, {"groups": [
+            {"error_code": 0, "group_id": "g", "group_state": "Empty", "protocol_type": "consumer",
+             "protocol_data": "", "members": []}]})
+        assert len(frame) > len(encode_response(RequestHeader(DESCRIBE_GROUPS.key, version, 7, None), plain))
+    body = build(CONSUMER_GROUP_DESCRIBE.response.struct, {"groups": [
+        {"error_code": 0, "group_id": "c", "group_state": "Stable", "members": [], "groupkeeper_status": lag.WARN}]})
+    frame = encode_response(RequestHeader(CONSUMER_GROUP_DESCRIBE.key, 0, 7, None), body)
+    assert decode_response(CONSUMER_GROUP_DESCRIBE.key, 0, frame[4:])[1].groups[0].groupkeeper_status == lag.WARN

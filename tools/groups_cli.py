@@ -299,13 +299,14 @@ def _describe(admin: GroupsAdmin, group: str, view: str, verbose: bool, as_json:
     strategy = described.strategy or None
     if as_json:
         return {**document, "assignment_strategy": strategy, "protocol_type": described.protocol_type or None,
-                "member_count": len(members)}, None
+                "member_count": len(members), "status": described.status}, None
     headers = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
     row = [group, f"{coordinator.host}:{coordinator.port} ({coordinator.id})", strategy, state]
     if verbose:  # Kafka 4's --state --verbose: "-" for a classic group, which has no epochs
         headers += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
         row += [described.group_epoch, described.assignment_epoch]
-    return document, _table(headers + ["#MEMBERS"], [row + [len(members)]])
+    # STATUS: groupkeeper's, by Burrow's rules (OK, WARN, STOP, STALL, REWIND; "-" unjudged)
+    return document, _table(headers + ["#MEMBERS", "STATUS"], [row + [len(members), described.status or "-"]])
 
 
 def _member(member: Member) -> dict:

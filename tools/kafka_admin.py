@@ -275,6 +275,9 @@ class Description:
     members: list[Member]
     group_epoch: int | None = None
     assignment_epoch: int | None = None
+    # by Burrow's rules, as the coordinator judges it (groupkeeper's `groupkeeper_status`
+    # extension of the describes); None from a coordinator that does not say
+    status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -527,7 +530,7 @@ def _classic(described: Any) -> Description:
                            Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                   _classic_assignment(m.member_assignment) if described.protocol_type == "consumer"
                                   else {})
-                           for m in described.members])
+                           for m in described.members], status=described.groupkeeper_status)
 
 
 def _classic_assignment(data: bytes) -> dict[str, list[int]]:
@@ -548,7 +551,8 @@ def _consumer(described: Any) -> Description:
     return Description(described.group_id, CONSUMER, described.group_state, CONSUMER, described.assignor_name or "", [
         Member(m.member_id, m.instance_id, m.client_id, m.client_host, _partitions(m.assignment), m.member_epoch,
                _partitions(m.target_assignment))
-        for m in described.members], described.group_epoch, described.assignment_epoch)
+        for m in described.members], described.group_epoch, described.assignment_epoch,
+        described.groupkeeper_status)
 
 
 def _partitions(assignment: Any) -> dict[str, list[int]]:

@@ -4,6 +4,8 @@ and their administration (ListGroups, DescribeGroups, DeleteGroups)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import re2
 
 from protocol import ErrorCode, messages as m
@@ -34,6 +36,9 @@ class GroupApi(ApiPart):
         self.matches = RegexMatches(self.topics)
         # (expression, principal, host) -> (the authorizer, the topics matched, whether all may be described)
         self._regex_decisions: dict[tuple[str, str, str], tuple[object, frozenset[str], bool]] = {}
+        # a group's status by Burrow's rules, from its committed offsets (`cluster.lag.CommitWindows`,
+        # set by the daemon when lag is measured): the `groupkeeper_status` extension of describes
+        self.status_of: Callable[[str, dict], str | None] = lambda group_id, offsets: None
 
     def handlers(self) -> dict:
         return {JOIN_GROUP.key: self.join_group, SYNC_GROUP.key: self.sync_group, HEARTBEAT.key: self.heartbeat,
@@ -227,7 +232,8 @@ class GroupApi(ApiPart):
                     subscribed_topic_regex=x.regex, assignment=self._described(x.assigned),
                     target_assignment=self._described(group.target.get(x.member_id, frozenset())),
                     member_type=CLASSIC_MEMBER if x.classic is not None else CONSUMER_MEMBER)
-                    for x in group.members.values()]))
+                    for x in group.members.values()],
+                groupkeeper_status=self.status_of(group_id, route.store.durable.get(group_id, {}))))
         return m.ConsumerGroupDescribeResponse(groups=described)
 
     def _described(self, partitions) -> m.ConsumerGroupDescribeAssignment:
@@ -263,7 +269,10 @@ class GroupApi(ApiPart):
             if group is None:  # offsets only: Empty; nothing at all, or a consumer group: Dead, as Kafka answers
                 consumer = group_id in route.groups.consumer_groups
                 state = GroupState.EMPTY if group_id in route.store.durable and not consumer else GroupState.DEAD
-                described.append(m.DescribedGroup(error_code=E.NONE, group_id=group_id, group_state=state.value))
+                described.append(m.DescribedGroup(
+                    error_code=E.NONE, group_id=group_id, group_state=state.value,
+                    groupkeeper_status=None if consumer else self.status_of(group_id,
+                                                                            route.store.durable.get(group_id, {}))))
                 continue
             stable = group.state == GroupState.STABLE
             described.append(m.DescribedGroup(
@@ -273,7 +282,8 @@ class GroupApi(ApiPart):
                     member_id=x.member_id, group_instance_id=x.instance_id, client_id=x.client_id,
                     client_host=x.client_host, member_metadata=x.metadata(group.protocol_name),
                     member_assignment=x.assignment if stable else b"")
-                    for x in group.members.values()]))
+                    for x in group.members.values()],
+                groupkeeper_status=self.status_of(group_id, route.store.durable.get(group_id, {}))))
         return m.DescribeGroupsResponse(groups=described)
 
     async def delete_groups(self, header, request, client):

@@ -4,6 +4,7 @@ partition's log ends (`topics.log_ends.LogEnds`), read per scrape from what is i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 from ..topics.log_ends import Key, LogEnds
@@ -116,6 +117,23 @@ class CommitWindows:
                 window.append(commit)
                 if len(window) > self.window:
                     del window[0]
+
+    def group_status(self, group: str, offsets: dict, now_ms: int | None = None) -> str | None:
+        """One group's status from its confirmed offsets (topic -> partition -> entry); None
+        when it has none to judge."""
+        if now_ms is None:
+            now_ms = int(time.time() * 1000)
+        worst = None
+        for topic, partitions in offsets.items():
+            for partition, entry in partitions.items():
+                if entry[0] < 0:
+                    continue
+                end = self.ends.get(topic, partition)
+                status = partition_status(self.windows.get((group, topic, partition), ()),
+                                          None if end is None else max(0, end[0] - entry[0]), now_ms)
+                if worst is None or SEVERITY[status] > SEVERITY[worst]:
+                    worst = status
+        return worst
 
     def statuses(self, coordinator, now_ms: int) -> dict[str, str]:
         """Each group served here that has committed offsets: its worst partition's status.

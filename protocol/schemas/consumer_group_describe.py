@@ -2,7 +2,7 @@
 member's epoch, current and target assignment. v1 adds each member's type (KIP-1099): 0 a
 member speaking the classic protocol (a group migrating), 1 the consumer protocol."""
 
-from ..schema import BOOL, INT8, INT16, INT32, NULL, STRING, UUID, Array, F, S, api
+from ..schema import BOOL, EXTENSION_TAGS, INT8, INT16, INT32, NULL, STRING, UUID, Array, F, S, api
 
 _ASSIGNMENT = S("ConsumerGroupDescribeAssignment",
     F("topic_partitions", Array(S("ConsumerGroupDescribeTopicPartitions",
@@ -39,5 +39,7 @@ CONSUMER_GROUP_DESCRIBE = api(69, "ConsumerGroupDescribe", "0-1", "0+", request=
             F("member_type", INT8, "1+", default=-1),
         ))),
         F("authorized_operations", INT32, default=-(2**31)),
+        # groupkeeper's extension, as in DescribeGroups: the group's status by Burrow's rules
+        F("groupkeeper_status", STRING, nullable="0+", default=NULL, tag=EXTENSION_TAGS),
     ))),
 ])

@@ -1,9 +1,10 @@
-"""DescribeGroups (key 15): state, protocol and members of groups.
+"""DescribeGroups (key 15): state, protocol and members of groups; from v5 (flexible), a
+tagged field of groupkeeper's own (`protocol.schema.EXTENSION_TAGS`) with the group's status.
 
 An unknown group is described as state "Dead" with no error, as Kafka's brokers do.
 """
 
-from ..schema import BOOL, BYTES, INT16, INT32, NULL, STRING, Array, F, S, api
+from ..schema import BOOL, BYTES, EXTENSION_TAGS, INT16, INT32, NULL, STRING, Array, F, S, api
 
 DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-6", "5+", request=[
     F("groups", Array(STRING)),
@@ -26,5 +27,8 @@ DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-6", "5+", request=[
             F("member_assignment", BYTES),
         ))),
         F("authorized_operations", INT32, "3+", default=-(2**31)),
+        # groupkeeper's extension: the group's status by Burrow's rules (OK, WARN, STOP, STALL,
+        # REWIND; null when not judged), for `groupkeeper groups describe --state`
+        F("groupkeeper_status", STRING, "5+", nullable="5+", default=NULL, tag=EXTENSION_TAGS),
     ))),
 ])

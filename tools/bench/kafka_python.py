@@ -14,7 +14,7 @@ import uuid
 from kafka.protocol.api_data import ApiData
 from kafka.protocol.api_message import ApiMessage
 
-from protocol.schema import BYTES, UUID, Array, Message, Struct, default_of
+from protocol.schema import BYTES, UUID, Array, Message, Struct, default_of, is_extension
 
 # kafka-python names two Metadata fields differently from Kafka's own schema, and holds
 # authorized-operations fields as sets of bit positions (None for "unknown", Kafka's
@@ -69,7 +69,7 @@ def to_reference(kp_fields: dict, struct: Struct, values: dict, version: int) ->
         if version not in f.versions:
             continue
         v = values[f.name]
-        if f.tag is not None and v == default_of(f):
+        if (f.tag is not None and v == default_of(f)) or is_extension(f):
             continue
         name = _name(kp_fields, f.name)
         kf = kp_fields[name]
@@ -92,6 +92,9 @@ def from_reference(kp_fields: dict, struct: Struct, obj, version: int) -> dict:
     out = {}
     for f in struct.fields:
         if version not in f.versions:
+            continue
+        if is_extension(f):  # groupkeeper's own tagged fields: kafka-python skips them
+            out[f.name] = None
             continue
         name = _name(kp_fields, f.name)
         v = getattr(obj, name)
