@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
-from protocol import RequestHeader, encode_request
+from protocol import RequestHeader, encode_request, encode_response
 from protocol.messages import build
 from protocol.schemas import FETCH, FIND_COORDINATOR, LIST_GROUPS, METADATA, OFFSET_FETCH
 from tests.clients import (CK, RawConnection, committed, kill_and_take_over, kp_commit, kp_consumer, member_process,
@@ -430,3 +430,90 @@ def test_consumer_lag_is_read_from_the_fetch_answers_relayed(gateway, tansu):  #
         assert metric(gateway, "groupkeeper_consumergroup_lag_unknown_partitions") == 0
     finally:
         consumer.close()
+
+
+def test_share_groups_are_relayed_to_the_broker_that_coordinates_them(zookeeper, tmp_path):
+    """KIP-932 through the gateway, with stand-in brokers (no broker here serves share
+    groups): a share consumer finds its coordinator at groupkeeper (FindCoordinator key type
+    0, as for any group); its ShareGroupHeartbeat goes on to the broker that coordinates the
+    group, asked of the cluster once; NOT_COORDINATOR makes the gateway ask again; no broker
+    to say is COORDINATOR_NOT_AVAILABLE; ShareFetch answers name the leaders' node ports."""
+    from protocol import messages as m
+    from protocol.schemas import SHARE_FETCH, SHARE_GROUP_HEARTBEAT
+
+    topic_id = uuid.uuid4()
+    share = {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), FIND_COORDINATOR.key: (0, 6)}
+    one = StandInBroker({}, {TOPIC: (PARTITIONS, topic_id)}, node_id=1, advertises=share)
+    two = StandInBroker({}, {TOPIC: (PARTITIONS, topic_id)}, node_id=2, advertises=share)
+    coordinator_of = {"sg": 2}  # what broker 1 answers FindCoordinator with (absent: an error)
+    heartbeat_errors = {2: [0, 16]}  # broker 2 answers its first heartbeat, then NOT_COORDINATOR
+
+    def find(header, request):
+        node = coordinator_of.get(request.coordinator_keys[0] if header.api_version >= 4 else request.key)
+        entry = ({"node_id": node, "host": "127.0.0.1", "port": (one if node == 1 else two).port, "error_code": 0}
+                 if node else {"node_id": -1, "host": "", "port": -1, "error_code": 15})
+        if header.api_version >= 4:
+            body = m.FindCoordinatorResponse(coordinators=[m.Coordinator(key=request.coordinator_keys[0], **entry)])
+        else:
+            body = m.FindCoordinatorResponse(**entry)
+        return encode_response(header, body)
+
+    def heartbeat(broker):
+        def answer(header, request):
+            errors = heartbeat_errors.setdefault(broker.node_id, [0])
+            error = errors.pop(0) if len(errors) > 1 else errors[0]
+            return encode_response(header, m.ShareGroupHeartbeatResponse(
+                error_code=error, member_id=request.member_id, member_epoch=7 if not error else 0,
+                heartbeat_interval_ms=5000, assignment=None if error else m.ShareGroupHeartbeatAssignment(
+                    topic_partitions=[m.ShareGroupHeartbeatTopicPartitions(topic_id=topic_id, partitions=[0, 1])])))
+        return answer
+
+    def share_fetch(header, request):  # partition 1 moved to node 2: its endpoint named
+        return encode_response(header, m.ShareFetchResponse(acquisition_lock_timeout_ms=30_000, responses=[
+            m.ShareFetchableTopicResponse(topic_id=topic_id, partitions=[
+                m.ShareFetchPartitionData(partition_index=0, records=b"\x00" * 70,
+                                          current_leader=m.ShareLeaderIdAndEpoch(leader_id=1, leader_epoch=3)),
+                m.ShareFetchPartitionData(partition_index=1, error_code=6, records=None,
+                                          current_leader=m.ShareLeaderIdAndEpoch(leader_id=2, leader_epoch=4))])],
+            node_endpoints=[m.NodeEndpoint(node_id=2, host="kafka-2.internal", port=9092, rack=None)]))
+
+    one.raw.update({FIND_COORDINATOR.key: find, 76: heartbeat(one), 78: share_fetch})
+    two.raw.update({76: heartbeat(two)})
+    one.start()
+    two.start()
+    one.others = {2: ("127.0.0.1", two.port)}
+    process = start_gateway(zookeeper, tmp_path, f"127.0.0.1:{one.port}", nodes=(1, 2), max_node_id=50)
+    try:
+        process.wait_for_log("broker node reachable", node=2)
+        client = RawConnection(process.port)  # groupkeeper's own port: where FindCoordinator sends it
+        found = client.call(FIND_COORDINATOR, 3, {"key": "sg", "key_type": 0})
+        assert found.error_code == 0 and found.port == process.port  # as for any group: groupkeeper
+        beat = {"group_id": "sg", "member_id": "m-1", "member_epoch": 0, "rack_id": None,
+                "subscribed_topic_names": [TOPIC]}
+        first = client.call(SHARE_GROUP_HEARTBEAT, 1, beat)
+        assert first.error_code == 0 and first.member_epoch == 7
+        assert first.assignment.topic_partitions[0].partitions == [0, 1]
+        assert (76, 1) in two.requests and (76, 1) not in one.requests  # routed to the coordinator
+        assert [r for r in one.requests if r[0] == FIND_COORDINATOR.key]  # asked of the cluster
+        moved = client.call(SHARE_GROUP_HEARTBEAT, 1, beat)  # broker 2: NOT_COORDINATOR
+        assert moved.error_code == 16
+        coordinator_of["sg"] = 1  # it moved to broker 1: asked again, routed there
+        again = client.call(SHARE_GROUP_HEARTBEAT, 1, beat)
+        assert again.error_code == 0 and (76, 1) in one.requests
+        nobody = client.call(SHARE_GROUP_HEARTBEAT, 1, {**beat, "group_id": "no-such"})
+        assert nobody.error_code == 15  # COORDINATOR_NOT_AVAILABLE: retriable
+        client.close()
+
+        leader = RawConnection(node_port(process, 1))
+        fetched = leader.call(SHARE_FETCH, 1, {"group_id": "sg", "member_id": "m-1", "share_session_epoch": 0,
+                                                "max_wait_ms": 0, "min_bytes": 1, "max_records": 10,
+                                                "batch_size": 10, "topics": [], "forgotten_topics_data": []})
+        assert [(e.node_id, e.host, e.port) for e in fetched.node_endpoints] == [
+            (2, "127.0.0.1", node_port(process, 2))]
+        assert fetched.responses[0].partitions[0].records == b"\x00" * 70
+        assert fetched.acquisition_lock_timeout_ms == 30_000
+        leader.close()
+    finally:
+        assert process.stop() == 0
+        one.stop()
+        two.stop()

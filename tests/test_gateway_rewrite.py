@@ -299,7 +299,7 @@ def test_produce_and_fetch_before_kip951_are_not_read(api, version):
 
 def test_what_is_rewritten():
     assert REWRITTEN == {METADATA.key: 0, FIND_COORDINATOR.key: 0, DESCRIBE_CLUSTER.key: 0,
-                         PRODUCE.key: 10, FETCH.key: 16}
+                         PRODUCE.key: 10, FETCH.key: 16, 78: 0, 79: 0}  # and ShareFetch, ShareAcknowledge
     for api_key in (12, 18, 2, 9):  # Heartbeat, ApiVersions, ListOffsets, OffsetFetch: not decoded
         assert rewrite_frame(api_key, 3, b"\x00\x00\x00\x07anything", EXPOSED.get) == frame(b"\x00\x00\x00\x07anything")
 
@@ -519,3 +519,44 @@ def test_the_new_declarations_are_cross_checked_against_kafka_python():
     wanted = {(DESCRIBE_CLUSTER.key, kind, v) for kind in ("request", "response") for v in versions(DESCRIBE_CLUSTER)}
     wanted |= {(api.key, "response", v) for api, v in KIP951}
     assert wanted <= set(CASES)
+
+
+def test_share_fetch_and_acknowledge_answers_read_as_kafka_lays_them_out_and_rewritten():
+    """No client library here declares KIP-932's messages, so the reference is a ShareFetch v1
+    answer assembled by hand from Kafka's definition (ShareFetchResponse.json), byte by byte;
+    our codec reads it, writes it back the same, and the rewrite maps its node endpoints."""
+    import struct
+
+    def compact(b: bytes | None) -> bytes:
+        return b"\x00" if b is None else uvarint(len(b) + 1) + b
+
+    topic = uuid.UUID(int=0x51)
+    partition = (struct.pack(">ih", 0, 0) + compact(None) + struct.pack(">h", 0) + compact(None)
+                 + struct.pack(">ii", 1, 3) + b"\x00"  # current_leader, its tagged fields
+                 + compact(b"REC") + uvarint(2) + struct.pack(">qqh", 10, 12, 1) + b"\x00"  # acquired records
+                 + b"\x00")
+    body = (struct.pack(">ih", 0, 0) + compact(None) + struct.pack(">i", 30_000)
+            + uvarint(2) + topic.bytes + uvarint(2) + partition + b"\x00"
+            + uvarint(3) + struct.pack(">i", 1) + compact(b"kafka-1.internal") + struct.pack(">i", 9092) + compact(None)
+            + b"\x00" + struct.pack(">i", 2) + compact(b"kafka-2.internal") + struct.pack(">i", 9092)
+            + compact(b"r2") + b"\x00"
+            + b"\x00")
+    answer = struct.pack(">i", 99) + b"\x00" + body  # correlation id, header tags
+    correlation_id, read = decode_response(78, 1, answer)
+    assert correlation_id == 99 and read.acquisition_lock_timeout_ms == 30_000
+    p0 = read.responses[0].partitions[0]
+    assert (read.responses[0].topic_id, p0.records, p0.current_leader.leader_epoch) == (topic, b"REC", 3)
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in p0.acquired_records] == [(10, 12, 1)]
+    assert encode_response(RequestHeader(78, 1, 99, None), read) == frame(answer)
+    out = rewrite_frame(78, 1, answer, EXPOSED.get)
+    _, back = decode_response(78, 1, out[4:])
+    assert [(e.node_id, e.host, e.port) for e in back.node_endpoints] == [(1, GW, 19094)]  # node 2 not exposed
+    assert back.responses[0].partitions[0].records == b"REC"
+    # ShareAcknowledge v2: the lock timeout after the error message, no records
+    ack = (struct.pack(">i", 5) + b"\x00" + struct.pack(">ih", 0, 0) + compact(None) + struct.pack(">i", 15_000)
+           + uvarint(1) + uvarint(2) + struct.pack(">i", 0) + compact(b"kafka-0.internal") + struct.pack(">i", 9092)
+           + compact(None) + b"\x00" + b"\x00")
+    _, acked = decode_response(79, 2, ack)
+    assert acked.acquisition_lock_timeout_ms == 15_000 and acked.node_endpoints[0].host == "kafka-0.internal"
+    _, back = decode_response(79, 2, rewrite_frame(79, 2, ack, EXPOSED.get)[4:])
+    assert [(e.node_id, e.host, e.port) for e in back.node_endpoints] == [(0, GW, 19093)]

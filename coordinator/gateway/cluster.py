@@ -8,7 +8,9 @@ beside a cluster, the gateway relays from the brokers.
 | SaslHandshake, SaslAuthenticate | ours (the client's login is to groupkeeper) |
 | FindCoordinator | a group (key type 0): ours; a transaction or share group: relayed, rewritten |
 | Metadata, DescribeCluster | relayed; the brokers rewritten to our node ports, our coordinator nodes added to Metadata |
-| OffsetDelete, TxnOffsetCommit, streams and share groups | refused: not advertised, and closed if sent (see REFUSED) |
+| share groups' heartbeat, describe and offsets (KIP-932) | relayed to the broker that coordinates the group (asked of the cluster, remembered) |
+| ShareFetch, ShareAcknowledge | relayed to the leader's node port; their node endpoints rewritten |
+| OffsetDelete, TxnOffsetCommit, streams groups | refused: not advertised, and closed if sent (see REFUSED) |
 | everything else | relayed as bytes to the connection's broker |
 
 With ACLs on (`acls`), what is relayed is authorized first for the client's principal
@@ -20,13 +22,20 @@ super user, whose requests pass as bytes.
 
 from __future__ import annotations
 
-from protocol import UnsupportedVersion, decode_request, encode_response
-from protocol.schemas import (API_VERSIONS, DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE,
-                              SASL_AUTHENTICATE, SASL_HANDSHAKE)
+from protocol import ErrorCode, ProtocolError, UnsupportedVersion, decode_request, decode_response, encode_response
+from protocol import messages as m
+from protocol.messages import class_for
+from protocol.framing import frame as framed
+from protocol.schemas import (API_VERSIONS, DESCRIBE_CLUSTER, DESCRIBE_SHARE_GROUP_OFFSETS, FETCH, FIND_COORDINATOR,
+                              METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, SHARE_ACKNOWLEDGE, SHARE_FETCH,
+                              SHARE_GROUP_DESCRIBE, SHARE_GROUP_HEARTBEAT)
+from protocol.schemas import APIS
+from protocol.schemas.share_groups import BY_GROUP
 
 from ..api.cluster import ClusterApi, within
 from ..api.versions import SUPPORTED
 from ..serving.interfaces import CloseConnection, Route
+from ..serving.pending import Pending
 from .authorize import AUTHORIZED, Authorization, Refused
 from .nodes import Gateway
 
@@ -34,10 +43,14 @@ from .nodes import Gateway
 # ours: OffsetDelete (47; ours is to come), TxnOffsetCommit (28: exactly-once commits are
 # written by the transaction's markers into the brokers' own offsets topic, which
 # groupkeeper never reads, so they cannot be made correct here; the client is told the
-# broker does not support it, as a broker without it would), the streams groups (88, 89)
-# and the share groups (76-79: docs/architecture.md, "Not here: share groups").
-REFUSED = frozenset({28, 47, 76, 77, 78, 79, 88, 89})
-REWRITTEN_HERE = (METADATA.key, FIND_COORDINATOR.key, DESCRIBE_CLUSTER.key, PRODUCE.key, FETCH.key)
+# broker does not support it, as a broker without it would) and the streams groups (88, 89).
+REFUSED = frozenset({28, 47, 88, 89})
+REWRITTEN_HERE = (METADATA.key, FIND_COORDINATOR.key, DESCRIBE_CLUSTER.key, PRODUCE.key, FETCH.key,
+                  SHARE_FETCH.key, SHARE_ACKNOWLEDGE.key)
+# share groups' APIs that go to the group's coordinator at the brokers (KIP-932): routed by group
+SHARE_BY_GROUP = {api.key: api for api in BY_GROUP}
+# the errors after which a share group's coordinator is looked up again
+_MOVED = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
 
 class GatewayClusterApi(ClusterApi):
@@ -55,6 +68,8 @@ class GatewayClusterApi(ClusterApi):
             return None
         if api_key == FIND_COORDINATOR.key:
             return self.find_coordinator_relayed, True, True
+        if api_key in SHARE_BY_GROUP:  # with ACLs: super users only (checked there), not advertised
+            return self.share_group_relayed, True, True
         if self.authorization is None:
             return self.gateway.relay, True, True
         if api_key in AUTHORIZED:
@@ -95,6 +110,64 @@ class GatewayClusterApi(ClusterApi):
             return self.gateway.relay(connection, frame)
         return self.gateway.answer(encode_response(header, self.find_coordinator(header, request, connection.client)))
 
+    def share_group_relayed(self, connection, frame: bytes):
+        """A share group's request, to the broker that coordinates the group (the first
+        group, for those that name several: a broker answers NOT_COORDINATOR for groups it
+        does not coordinate, and the client asks again for those alone). The broker is asked
+        for it once (FindCoordinator, key type 0) and remembered; NOT_COORDINATOR in an answer
+        forgets it. Where no broker says, answered here COORDINATOR_NOT_AVAILABLE (retriable)."""
+        try:
+            header, request = decode_request(frame)
+        except UnsupportedVersion:
+            raise CloseConnection("a share-group request in a version the gateway does not read") from None
+        if self.authorization is not None and not self.authorization.super_user(connection.client):
+            raise CloseConnection("share groups through the gateway with ACLs on: super users only")
+        groups = _share_groups(header.api_key, request)
+        pending = Pending()
+        if not groups:
+            pending.resolve(_answered(encode_response(header, _share_error(header.api_key, request,
+                                                                           ErrorCode.INVALID_REQUEST))))
+            return pending
+        watch = self._moved_watch(header.api_key, header.api_version, groups)
+        node = self.gateway.share_coordinator(groups[0])
+        if node is not None:
+            self.gateway.send_routed(connection, node, frame, pending, watch)
+        else:
+            connection.host.start_soon(self._find_then_send, connection, header, request, groups[0], frame, pending,
+                                       watch)
+        return pending
+
+    async def _find_then_send(self, connection, header, request, group: str, frame: bytes, pending: Pending,
+                              watch) -> None:
+        node = await self.gateway.find_share_coordinator(group)
+        if connection.closed:
+            return
+        if node is None:
+            answer = encode_response(header, _share_error(header.api_key, request, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            pending.resolve(_answered(answer))
+            return
+        try:
+            self.gateway.send_routed(connection, node, frame, pending, watch)
+        except CloseConnection as exc:
+            connection.close(str(exc))
+
+    def _moved_watch(self, api_key: int, version: int, groups: list[str]):
+        """What reads a share group's answer for NOT_COORDINATOR (its groups' coordinator
+        moved: looked up again next time) and passes it on unchanged."""
+        def watch(frame: bytes) -> bytes:
+            try:
+                _, answer = decode_response(api_key, version, frame)
+            except ProtocolError:
+                return framed(frame)  # not ours to judge: the client reads it
+            if api_key in (SHARE_GROUP_DESCRIBE.key, DESCRIBE_SHARE_GROUP_OFFSETS.key):
+                for group in answer.groups:
+                    if group.error_code in _MOVED:
+                        self.gateway.forget_share_coordinator(group.group_id)
+            elif answer.error_code in _MOVED:
+                self.gateway.forget_share_coordinator(groups[0])
+            return framed(frame)
+        return watch
+
     def advertised(self, brokers: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """The brokers' APIs in their versions, but: ours in ours, those whose answers we
         rewrite in the versions we can read, none of those refused; with ACLs, of what is relayed only what is authorized, in the versions
@@ -122,3 +195,31 @@ class GatewayClusterApi(ClusterApi):
                     else:
                         del advertised[key]
         return advertised
+
+
+def _share_groups(api_key: int, request) -> list[str]:
+    """The groups a share-group request names, in its order."""
+    if api_key == SHARE_GROUP_DESCRIBE.key:
+        return list(request.group_ids)
+    if api_key == DESCRIBE_SHARE_GROUP_OFFSETS.key:
+        return [g.group_id for g in request.groups]
+    return [request.group_id]
+
+
+def _share_error(api_key: int, request, error: ErrorCode):
+    """A share-group request answered here with `error` for each group it names."""
+    if api_key == SHARE_GROUP_HEARTBEAT.key:
+        return m.ShareGroupHeartbeatResponse(error_code=error, error_message=error.name, member_id=request.member_id,
+                                             member_epoch=request.member_epoch)
+    if api_key == SHARE_GROUP_DESCRIBE.key:
+        return m.ShareGroupDescribeResponse(groups=[
+            m.DescribedShareGroup(error_code=error, error_message=error.name, group_id=g) for g in request.group_ids])
+    if api_key == DESCRIBE_SHARE_GROUP_OFFSETS.key:
+        return m.DescribeShareGroupOffsetsResponse(groups=[
+            m.DescribeShareGroupOffsetsGroupResult(group_id=g.group_id, error_code=error, error_message=error.name)
+            for g in request.groups])
+    return class_for(APIS[api_key].response.struct)(error_code=error, error_message=error.name)
+
+
+def _answered(frame: bytes):
+    return lambda: frame

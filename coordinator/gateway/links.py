@@ -112,9 +112,9 @@ _PLAINTEXT = BrokerSecurity()
 
 
 class BrokerLink:
-    __slots__ = ("address", "closed", "connection", "fd", "gateway", "gathering", "head", "heard", "log", "login", "mask",
-                 "node", "out", "paused", "queued", "reader", "security", "sock", "stage", "streaming", "timer",
-                 "waiting")
+    __slots__ = ("address", "closed", "connection", "extras", "fd", "gateway", "gathering", "head", "heard", "log",
+                 "login", "mask", "node", "out", "paused", "queued", "reader", "security", "sock", "stage", "streaming",
+                 "timer", "waiting")
 
     def __init__(self, gateway: Reports, connection: ClientConnection, node: int | None,
                  address: tuple[str, int], sockaddr: tuple, family: int, security: BrokerSecurity = _PLAINTEXT):
@@ -136,6 +136,9 @@ class BrokerLink:
         self.timer: trio.CancelScope | None = None  # the deadline for TLS and SASL, while they run
         self.closed = False
         self.paused = False  # not read: its client has too many answers not taken
+        # the client connection's links to other brokers, kept by this one (its upstream) and
+        # closed with it: where its share groups' requests are routed, by group
+        self.extras: list[BrokerLink] = []
         self.sock: socket.socket | TLSSocket = socket.socket(family, socket.SOCK_STREAM)
         self.sock.setblocking(False)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -153,7 +156,10 @@ class BrokerLink:
 
     @property
     def busy(self) -> bool:
-        return self.out.size + self.queued.size > self.connection.host.limits.max_queued_reply_bytes
+        size = self.out.size + self.queued.size
+        if self.extras:
+            size += sum(x.out.size + x.queued.size for x in self.extras)
+        return size > self.connection.host.limits.max_queued_reply_bytes
 
     def send(self, frame: bytes, waiting: Waiting | None) -> None:
         """Relay one request frame (without its size); `waiting` None: it has no answer."""
@@ -312,10 +318,12 @@ class BrokerLink:
             self.connection.pass_on(pending.place, part if go == len(part) else part[:go], False)
 
     def drained(self) -> None:
-        """Its client took its answers: read the broker again."""
+        """Its client took its answers: read the broker again (and the others it keeps)."""
         if self.paused and not self.closed:
             self.paused = False
             self._watch()
+        for extra in self.extras:
+            extra.drained()
 
     def _watch(self) -> None:
         if self.stage == CONNECTING:
@@ -426,6 +434,9 @@ class BrokerLink:
         self.waiting.clear()
         self.queued = Outbox()
         self.gateway.closed(self, reason)
+        for extra in self.extras:
+            extra.close(reason if extra.connection.closed else "its client's connection closed")
+        self.extras = []
         self.connection.close(f"broker link: {reason}")
 
 

@@ -24,17 +24,17 @@ from collections.abc import Callable
 
 import trio
 
-from protocol import ProtocolError
+from protocol import ErrorCode, ProtocolError
 from protocol.fetch_stream import FetchWalk
 from protocol.framing import frame as framed
 from protocol.peek import head, produce_acks
-from protocol.schemas import FETCH, METADATA, PRODUCE
+from protocol.schemas import FETCH, FIND_COORDINATOR, METADATA, PRODUCE
 
 from .. import logs, metrics
 from ..listeners import Listener
 from ..serving.interfaces import CloseConnection
 from ..serving.pending import Pending
-from ..topics.brokers import BrokerTopics
+from ..topics.brokers import BrokerConnection, BrokerTopics
 from ..topics.log_ends import LogEnds
 from . import rewrite
 from .links import BrokerLink, BrokerSecurity
@@ -42,6 +42,8 @@ from .ports import PortScheme
 
 SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source knows
 MAX_TOPIC_NAMES = 100_000  # topic ids whose names are remembered (a lookup for the rest)
+SHARE_ROUTE_SECONDS = 60.0  # how long a share group's coordinator is taken as known (NOT_COORDINATOR forgets it)
+MAX_SHARE_ROUTES = 100_000  # share groups whose coordinators are remembered
 
 
 class Gateway:
@@ -74,6 +76,10 @@ class Gateway:
         self._index = {bound.name: i for i, (bound, _) in enumerate(listeners)}
         self._advertised = {bound.name: advertised for bound, advertised in listeners}
         self.log_ends: LogEnds | None = None  # where relayed Fetch answers' high watermarks go, if lag is measured
+        self._share_routes: dict[str, tuple[int, float]] = {}  # share group -> (its coordinator node, until when)
+        self._share_lock = trio.Lock()
+        self._share_lookup: BrokerConnection | None = None  # the gateway's own connection for finding them
+        self._share_versions: dict[int, tuple[int, int]] = {}
         self._topic_names: dict[bytes, str] = {}  # topic ids (as Fetch v13+ has them) -> names, as looked up
 
     # -- nodes ---------------------------------------------------------------------------
@@ -244,8 +250,10 @@ class Gateway:
             return lambda frame: rewrite.rewrite_frame(api_key, api_version, merge(frame), exposed, extra)
         return lambda frame: rewrite.rewrite_frame(api_key, api_version, frame, exposed, extra)
 
-    def _link(self, connection) -> BrokerLink:
-        node = connection.client.node
+    def _link(self, connection, node: int | None | object = ...) -> BrokerLink:
+        """A new link for `connection`: to the broker its port stands for, or to `node`."""
+        if node is ...:
+            node = connection.client.node
         if node is None:  # a listener's own port: any broker, in turn
             known = sorted(n for n in self.open if n in self.addresses)
             candidates = ([self.addresses[known[next(self._any) % len(known)]]] if known else []) + [
@@ -271,6 +279,84 @@ class Gateway:
         if link.closed:
             raise CloseConnection(f"cannot reach broker {address[0]}:{address[1]}")
         return link
+
+    # -- share groups: each request to the broker that coordinates its group ----------------
+
+    def share_coordinator(self, group: str) -> int | None:
+        """The broker node that coordinates share group `group`, if known lately."""
+        known = self._share_routes.get(group)
+        if known is None or known[1] < trio.current_time():
+            return None
+        return known[0]
+
+    def forget_share_coordinator(self, group: str) -> None:
+        self._share_routes.pop(group, None)
+
+    async def find_share_coordinator(self, group: str) -> int | None:
+        """Ask the cluster (FindCoordinator, key type 0, as a share consumer would) which
+        broker coordinates `group`; None if no broker says. One question at a time, on one
+        connection of the gateway's own; answers kept SHARE_ROUTE_SECONDS."""
+        async with self._share_lock:
+            if (node := self.share_coordinator(group)) is not None:
+                return node
+            for _ in range(2):  # a connection that went stale: once more on a new one
+                try:
+                    with trio.fail_after(self.topics.timeout):
+                        node = await self._ask_coordinator(group)
+                except Exception as exc:  # noqa: BLE001 - unreachable, refused, slow: the client is told to retry
+                    if self._share_lookup is not None:
+                        self._share_lookup.close()
+                        self._share_lookup = None
+                    self.log.info("finding a share group's coordinator failed", group=group[:200],
+                                  error=f"{type(exc).__name__}: {exc}")
+                    continue
+                if node is None:
+                    return None
+                if len(self._share_routes) >= MAX_SHARE_ROUTES:  # bounded: the oldest half goes
+                    for old in list(self._share_routes)[:MAX_SHARE_ROUTES // 2]:
+                        del self._share_routes[old]
+                self._share_routes[group] = (node, trio.current_time() + SHARE_ROUTE_SECONDS)
+                return node
+            return None
+
+    async def _ask_coordinator(self, group: str) -> int | None:
+        if self._share_lookup is None:
+            addresses = [self.addresses[n] for n in sorted(self.open) if n in self.addresses] + self.topics.bootstrap
+            if not addresses:
+                raise LookupError("no broker of the cluster is known yet")
+            self._share_lookup = await BrokerConnection.open(addresses[0], self.topics.security)
+            self._share_versions = await self._share_lookup.api_versions()
+        low, high = self._share_versions.get(FIND_COORDINATOR.key, (0, -1))
+        version = min(high, FIND_COORDINATOR.request.versions.high)
+        if version < max(low, 1):
+            raise LookupError(f"the broker serves FindCoordinator v{low}-{high} only")
+        if version >= 4:
+            answer = await self._share_lookup.call(FIND_COORDINATOR, version, {"key_type": 0,
+                                                                               "coordinator_keys": [group]})
+            found = answer.coordinators[0] if answer.coordinators else None
+        else:
+            found = answer = await self._share_lookup.call(FIND_COORDINATOR, version, {"key": group, "key_type": 0})
+        if found is None or found.error_code != ErrorCode.NONE or found.node_id < 0:
+            return None
+        return found.node_id
+
+    def send_routed(self, connection, node: int, frame: bytes, pending: Pending,
+                    rewrite: Callable[[bytes], bytes] | None) -> None:
+        """Relay `frame` to broker `node` on a link of `connection`'s own to it (kept by its
+        upstream link), its answer completing `pending`."""
+        api_key, _, correlation_id = head(frame)
+        up = connection.upstream
+        if up is None or up.closed:
+            up = connection.upstream = self._link(connection)
+        if up.node == node:
+            link = up
+        else:
+            link = next((x for x in up.extras if x.node == node and not x.closed), None)
+            if link is None:
+                link = self._link(connection, node)
+                up.extras = [x for x in up.extras if not x.closed] + [link]
+        metrics.gateway_relayed(api_key, node, len(frame))
+        link.send(frame, (pending, correlation_id, rewrite, None))
 
     # -- what links report ---------------------------------------------------------------
 

@@ -14,7 +14,8 @@ The answers rewritten (`REWRITTEN`: api key -> first version with an address):
 - FindCoordinator: the coordinator (v0-3) or each coordinator (v4+, KIP-699);
 - DescribeCluster (KIP-700): the brokers;
 - Produce v10+ and Fetch v16+: `node_endpoints`, KIP-951's addresses of the new leaders of
-  partitions answered NOT_LEADER_OR_FOLLOWER (or FENCED_LEADER_EPOCH, for Fetch).
+  partitions answered NOT_LEADER_OR_FOLLOWER (or FENCED_LEADER_EPOCH, for Fetch);
+- ShareFetch and ShareAcknowledge (KIP-932): their `node_endpoints`, the same.
 
 Functions on decoded answers return new objects and never modify what they are given.
 `rewrite_frame` works on whole response frames. Metadata, FindCoordinator and
@@ -39,7 +40,8 @@ from protocol import messages as m
 from protocol.codec import decoder, encoder
 from protocol.framing import frame as framed
 from protocol.schema import UUID, Array, F, Message, Primitive, Struct
-from protocol.schemas import DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
+from protocol.schemas import (DESCRIBE_CLUSTER, FETCH, FIND_COORDINATOR, METADATA, PRODUCE, SHARE_ACKNOWLEDGE,
+                              SHARE_FETCH)
 from protocol.schemas.produce import NODE_ENDPOINT
 from protocol.varint import read_uvarint, uvarint
 from protocol.versions import Versions
@@ -55,6 +57,8 @@ REWRITTEN: dict[int, int] = {
     DESCRIBE_CLUSTER.key: 0,
     PRODUCE.key: 10,  # KIP-951: ProduceResponse.json, NodeEndpoints tag 0, versions 10+
     FETCH.key: 16,  # KIP-951: FetchResponse.json, NodeEndpoints tag 0, versions 16+
+    SHARE_FETCH.key: 0,  # KIP-932: NodeEndpoints, a regular field, in every version
+    SHARE_ACKNOWLEDGE.key: 0,
 }
 
 NO_CONTROLLER = -1  # Kafka's MetadataResponse.NO_CONTROLLER_ID
@@ -163,8 +167,10 @@ def rewrite_frame(api_key: int, api_version: int, frame: bytes, addresses: Addre
         body = metadata(body, addresses, extra_brokers)
     elif api_key == FIND_COORDINATOR.key:
         body = find_coordinator(body, api_version, addresses)
-    else:
+    elif api_key == DESCRIBE_CLUSTER.key:
         body = describe_cluster(body, addresses)
+    else:  # ShareFetch, ShareAcknowledge: decoded and encoded whole (their records copied once)
+        body = node_endpoints(body, addresses)
     # header v0, or v1 (an empty tagged-field section: Kafka declares no response header tags)
     # for flexible versions, as encode_response writes them
     return encode_response(RequestHeader(api_key, api_version, correlation_id, None), body)
