@@ -1,4 +1,4 @@
-"""Configuration: a TOML file whose keys are the `run` flags; flags win.
+"""Configuration: a TOML file whose keys are the `run` flags (`flag_name`); flags win.
 
 An unknown key, or a value of the wrong type, names itself at start-up.
 """
@@ -74,6 +74,9 @@ KEYS: dict[str, tuple[type, Any]] = {
     "group_max_record_bytes": (int, 8 * 1024 * 1024),  # a generation's stored members; more: GROUP_MAX_SIZE_REACHED
     "offset_commit_max_partitions": (int, 10_000),  # in one OffsetCommit; more: INVALID_COMMIT_OFFSET_SIZE
     "group_max_offset_metadata_bytes": (int, 1024 * 1024),  # a group's offset metadata in all
+    # Kafka's offsets.retention.minutes (fractions allowed) and offsets.retention.check.interval.ms
+    "offsets_retention_minutes": (float, 10080.0),  # 7 days, from when the group became empty
+    "offsets_retention_check_interval_ms": (int, 600_000),
     "embedded_zookeeper_heap_mb": (int, 512),  # -Xmx of the embedded ZooKeeper
     "strict_assignment": (bool, False),
     "shutdown_grace": (float, 5.0),
@@ -113,6 +116,8 @@ RANGES: dict[str, tuple[int, int]] = {
     "group_consumer_session_timeout_ms": (1_000, 1_800_000),
     "group_consumer_heartbeat_interval_ms": (100, 600_000),
     "group_consumer_max_size": (0, 1_000_000),
+    "offsets_retention_minutes": (0.001, 2**31 - 1),  # Kafka's ceiling (an int of minutes); 60 ms for tests
+    "offsets_retention_check_interval_ms": (100, 86_400_000),
 }
 
 
@@ -150,21 +155,60 @@ def load_config(path: str | None) -> dict[str, Any]:
     for key, value in raw.items():
         if key not in KEYS:
             raise ConfigError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(KEYS))})")
-        kind = KEYS[key][0]
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise ConfigError(f"{path}: key {key!r} must be a {_kind(kind)}, not {value!r}")
-        if kind is dict and not all(isinstance(v, str) for v in value.values()):
-            raise ConfigError(f"{path}: [{key}] maps names to {DICT_VALUES[key]}")
-        if kind is list and not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{path}: key {key!r} must be a list of strings, not {value!r}")
-        if key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
-            raise ConfigError(f"{path}: key {key!r} must be between {RANGES[key][0]} and {RANGES[key][1]}, "
-                              f"not {value!r}")
-        config[key] = value
+        config[key] = checked(key, value, f"{path}: key {key!r}")
     return config
 
 
+def checked(key: str, value: Any, name: str) -> Any:
+    """`value` for `key` as the configuration keeps it; ConfigError naming it (`name`: "file:
+    key 'x'", or the flag) when it is of the wrong type or out of its range. The one check of
+    every value, from the file or a flag."""
+    kind = KEYS[key][0]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ConfigError(f"{name} must be a {_kind(kind)}, not {value!r}")
+    if kind is dict and not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{name} maps names to {DICT_VALUES[key]}")
+    if kind is list and not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{name} must be a list of strings, not {value!r}")
+    if key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
+        raise ConfigError(f"{name} must be between {RANGES[key][0]} and {RANGES[key][1]}, not {value!r}")
+    return value
+
+
+def flag_name(key: str) -> str:
+    """The `run` flag of a key: --key-with-dashes."""
+    return "--" + key.replace("_", "-")
+
+
+def from_flag(key: str, text: str) -> Any:
+    """A flag's text as `key`'s value: numbers and booleans as TOML writes them, lists as
+    A,B,C, tables as NAME=VALUE,NAME=VALUE; ConfigError naming the flag when it does not read."""
+    kind, name = KEYS[key][0], flag_name(key)
+    if kind is str:
+        value: Any = text
+    elif kind is list:
+        value = [item.strip() for item in text.split(",") if item.strip()]
+    elif kind is dict:
+        value = {}
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            k, sep, v = item.partition("=")
+            if not sep or not k.strip():
+                raise ConfigError(f"{name}: {item!r} is not NAME=VALUE")
+            value[k.strip()] = v.strip()
+    elif kind is bool:
+        if text.lower() not in ("true", "false"):
+            raise ConfigError(f"{name} must be true or false, not {text!r}")
+        value = text.lower() == "true"
+    else:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise ConfigError(f"{name} must be a {_kind(kind)}, not {text!r}") from None
+    return checked(key, value, name)
+
+
 def _kind(kind: type) -> str:
-    return {dict: "table", list: "list of strings"}.get(kind, kind.__name__)
+    return {dict: "table", list: "list of strings", int: "whole number", float: "number", bool: "boolean",
+            str: "string"}.get(kind, kind.__name__)

@@ -16,7 +16,7 @@ import trio
 from kazoo.exceptions import KazooException
 
 from coordinator import logs
-from coordinator.config import ConfigError, load_config
+from coordinator.config import KEYS, ConfigError, flag_name, from_flag, load_config
 from coordinator.store.blocking import AdminError
 from coordinator.store.zkserver import Peer, ZooKeeperServer, ZooKeeperUnavailable
 from coordinator.topics.view import topic_id_text
@@ -92,13 +92,10 @@ def _comma_list(ctx, param, value: str | None) -> list[str] | None:
 @click.option("--instance-id", type=click.IntRange(0, 2**31 - 1))
 @click.option("--log-format", type=click.Choice(logs.FORMATS))
 def run(config_path: str | None, **flags) -> None:
-    """Run a coordinator instance until SIGINT or SIGTERM."""
+    """Run a coordinator instance until SIGINT or SIGTERM. Every key of the configuration
+    file is also a flag (--key-with-dashes; lists as A,B, tables as NAME=VALUE,...); flags win."""
     from coordinator import daemon  # the whole runtime: loaded by this command only
-    try:
-        config = load_config(config_path)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    config.update({key: value for key, value in flags.items() if value is not None})
+    config = run_config(config_path, flags)
     logs.configure(config["log_format"])
     problems: list[str] = []
     try:
@@ -107,6 +104,43 @@ def run(config_path: str | None, **flags) -> None:
         problems = [str(exc) for exc in _leaves(group)]
     if problems:
         raise click.ClickException(problems[0])
+
+
+def run_config(config_path: str | None, flags: dict[str, Any]) -> dict[str, Any]:
+    """The configuration `run` runs with: the file's keys, then the flags given (those
+    generated from the keys read as text by `config.from_flag`); one clear line if wrong."""
+    try:
+        config = load_config(config_path)
+        for key, value in flags.items():
+            if value is not None:
+                config[key] = from_flag(key, value) if key in _GENERATED else value
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    return config
+
+
+_METAVARS = {int: "INT", float: "NUMBER", bool: "true|false", str: "TEXT", list: "A,B,...", dict: "NAME=VALUE,..."}
+_GENERATED: set[str] = set()  # the keys whose flags are made from KEYS, not declared above
+
+
+def _every_key_a_flag(command: click.Command) -> click.Command:
+    """Give `command` a flag for each configuration key that has none declared: the one
+    declaration of keys (`config.KEYS`) makes them, so none can be forgotten."""
+    declared = {p.name for p in command.params}
+    for key, (kind, default) in KEYS.items():
+        if key in declared:
+            continue
+        _GENERATED.add(key)
+        shown = ",".join(default) if kind is list else (
+            ",".join(f"{k}={v}" for k, v in default.items()) if kind is dict else default)
+        command.params.append(click.Option(
+            [flag_name(key), key], metavar=_METAVARS.get(kind, "TEXT"),
+            help=f"The key {key} (config/groupkeeper.toml); default {shown!r}." if shown != "" else
+            f"The key {key} (config/groupkeeper.toml); default empty."))
+    return command
+
+
+_every_key_a_flag(run)
 
 
 def _leaves(group: BaseExceptionGroup):
