@@ -337,6 +337,9 @@ class GroupSet:
         """A consumer group that has just got its first member takes the id: an empty classic
         group of the same id is replaced (its committed offsets stay)."""
         if group.group_id not in self.consumer_groups:
+            # a new group's first epoch counts as a bump, as a classic group's first generation
+            # counts as a rebalance (an upgraded group's epochs count from its classic generation)
+            self._epochs.setdefault(group.group_id, 0)
             self.consumer_groups[group.group_id] = group
             self.groups.pop(group.group_id, None)
             self._armed.pop(group.group_id, None)
@@ -460,6 +463,7 @@ class GroupSet:
         self.events.emit("group_upgraded", classic.group_id, generation=upgraded.group_epoch,
                          members=len(upgraded.members))
         metrics.GROUP_MIGRATIONS.labels("upgrade").inc()
+        self._epochs[classic.group_id] = upgraded.group_epoch
         return upgraded
 
     def _downgrade(self, group: ConsumerGroup, now: float) -> bool:
