@@ -207,3 +207,20 @@ async def test_a_member_turned_away_is_counted_by_the_limit_reached(autojump_clo
         assert (await join(g, "m2")).error == E.GROUP_MAX_SIZE_REACHED
         assert refused._value.get() == before + 1
         nursery.cancel_scope.cancel()
+
+
+async def test_a_new_groups_first_epoch_counts_as_classic_first_generation_does(autojump_clock):
+    """groupkeeper_consumer_group_epoch_bumps_total counts epoch 1 of a new group, as
+    groupkeeper_rebalances_total counts a classic group's first generation; a second member
+    joining counts one more."""
+    bumps = metrics.CONSUMER_GROUP_EPOCH_BUMPS
+    g = groups(Store())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        before = bumps._value.get()
+        first = await join(g, "m1")
+        assert first.error == E.NONE and first.epoch == 1
+        assert bumps._value.get() == before + 1  # before the fix: + 0
+        assert (await join(g, "m2")).epoch == 2
+        assert bumps._value.get() == before + 2
+        nursery.cancel_scope.cancel()
