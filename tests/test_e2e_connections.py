@@ -197,3 +197,16 @@ def _rss(process: CoordinatorProcess) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
+
+
+def test_a_client_that_closes_its_connection_leaves_no_info_line(limited):
+    """The ordinary end of a connection (the client closed it) is logged at debug, not info:
+    it was most of a short session's server log; closes for a reason stay at info."""
+    for _ in range(3):
+        assert answers(limited.port)  # each an ApiVersions, then closed by the client
+    trickled = socket.create_connection(("127.0.0.1", limited.port), timeout=10)
+    trickled.sendall(b"\x00\x00\x00\x40")  # a size, then nothing: cut after the read timeout
+    limited.wait_for_log("connection closed", reason="request read timeout")
+    trickled.close()
+    closes = [e for e in limited.events() if e.get("event") == "connection closed"]
+    assert closes and all(e["reason"] not in ("closed by peer", "peer went away") for e in closes), closes

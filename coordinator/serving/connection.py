@@ -424,9 +424,11 @@ class ClientConnection:
             self.host.released(held)
         if self.upstream is not None:
             self.upstream.close("client went away")
-        if reason not in _PEER_CLOSED:
+        if reason in _PEER_CLOSED:  # the ordinary end of a connection: not worth an operator's line
+            self.log.debug("connection closed", reason=reason)
+        else:
             metrics.CONNECTIONS_CLOSED.labels(reason.split(":")[0]).inc()
-        self.log.info("connection closed", reason=reason)
+            self.log.info("connection closed", reason=reason)
 
 
 def _encoded(header: RequestHeader, body, started: float) -> bytes:
