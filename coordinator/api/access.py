@@ -3,7 +3,7 @@ and the ACL check that each request goes through."""
 
 from __future__ import annotations
 
-from .. import metrics
+from .. import logs, metrics
 from ..cluster.ownership import Coordinator
 from ..security.acls.authorizer import Operation, ResourceType
 from ..security.client import Client
@@ -21,6 +21,7 @@ class ApiPart:
         self.coordinator = coordinator
         self.topics = topics
         self.acls = acls  # an AclStore: its current `authorizer` decides every request; None: all allowed
+        self.log = logs.get("groupkeeper.api")  # operators' acts (a group deleted, offsets set or deleted)
 
     def handlers(self) -> dict:
         raise NotImplementedError

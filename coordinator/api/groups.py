@@ -292,6 +292,11 @@ class GroupApi(ApiPart):
             error = (await self._delete(group_id) if self.allowed(client, Operation.DELETE, ResourceType.GROUP, group_id)
                      else E.GROUP_AUTHORIZATION_FAILED)
             results.append(m.DeletableGroupResult(group_id=group_id, error_code=error))
+            if error == E.NONE:  # an operator's act: who, from where, what
+                self.log.info("group deleted", group=group_id, principal=client.principal, host=client.host,
+                              client_id=header.client_id)
+                self.coordinator.events.emit("group_deleted", group_id, principal=client.principal, host=client.host,
+                                             client_id=header.client_id)
         return m.DeleteGroupsResponse(results=results)
 
     async def _delete(self, group_id: str) -> ErrorCode:

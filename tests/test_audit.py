@@ -1,0 +1,35 @@
+"""Operators' acts leave a trace: who, from where, what, in the log and the event log."""
+
+from __future__ import annotations
+
+import time
+
+from protocol.schemas import DELETE_GROUPS, OFFSET_COMMIT
+from tests.clients import RawConnection
+from tests.coordinator_process import CoordinatorProcess, read_events
+
+
+def test_a_deleted_group_is_logged_and_an_event_with_who_and_from_where(zookeeper, tmp_path):
+    process = CoordinatorProcess(zookeeper, tmp_path)
+    process.start()
+    try:
+        client = RawConnection(process.port)
+        committed = client.call(OFFSET_COMMIT, 2, {
+            "group_id": "doomed", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                     "committed_metadata": ""}]}]})
+        assert committed.topics[0].partitions[0].error_code == 0
+        deleted = client.call(DELETE_GROUPS, 1, {"groups_names": ["doomed", "never-was"]})
+        assert [r.error_code for r in deleted.results] == [0, 69]  # GROUP_ID_NOT_FOUND: nothing to audit
+        client.close()
+        line = process.wait_for_log("group deleted", group="doomed")
+        assert (line["principal"], line["host"], line["client_id"]) == ("User:ANONYMOUS", "127.0.0.1", "raw")
+        deadline = time.monotonic() + 30
+        while not (found := [e for e in read_events(tmp_path / "events") if e["type"] == "group_deleted"]):
+            assert time.monotonic() < deadline, "no group_deleted event"
+            time.sleep(0.1)
+        assert [(e["group"], e["principal"], e["host"], e["client_id"]) for e in found] == [
+            ("doomed", "User:ANONYMOUS", "127.0.0.1", "raw")]
+        assert not [e for e in process.events() if e.get("event") == "group deleted" and e.get("group") != "doomed"]
+    finally:
+        assert process.stop() == 0
