@@ -10,6 +10,7 @@ run` executes.
 | `cluster_status.py` | `groupkeeper cluster`: instances and group-partitions as ZooKeeper records them |
 | `assign_whatif.py` | `groupkeeper assign`: a strategy run offline on a described group |
 | `zookeeper_options.py` | the CLIs' ZooKeeper digest options |
+| `tables.py` | the CLIs' one table printer (Kafka's tool's layout) |
 | `client_config.py` | `--command-config`: a Kafka client properties file (security protocol, SASL, PEM TLS) for the CLIs |
 | `events_generate.py` | synthetic event logs for the analytics job's tests and benchmarks |
 | `bench/` | `groupkeeper bench ...`: each benchmark beside a reference in the same run |

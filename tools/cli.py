@@ -22,6 +22,7 @@ from coordinator.store.zkserver import Peer, ZooKeeperServer, ZooKeeperUnavailab
 from coordinator.topics.view import topic_id_text
 
 from .acls_cli import acls
+from .tables import table
 from .groups_cli import groups
 from .topics_admin import RegistryAdmin
 from .users_cli import users
@@ -295,12 +296,9 @@ def cluster_status(as_json: bool, hosts: str) -> None:
     if as_json:
         click.echo(json.dumps(status.as_json()))
         return
-    rows = [["ID", "HOST", "PORT", "GROUP-PARTITIONS", "GROUPS", "OWNED"]] + [
-        [str(i.id), i.host, str(i.port), str(len(i.group_partitions)), str(i.groups), ranges(i.group_partitions)]
-        for i in status.instances]
-    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    for row in rows:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    click.echo(table(["ID", "HOST", "PORT", "GROUP-PARTITIONS", "GROUPS", "OWNED"], [
+        [i.id, i.host, i.port, len(i.group_partitions), i.groups, ranges(i.group_partitions)]
+        for i in status.instances]))
     click.echo(f"\n{len(status.instances)} live instance(s); {status.group_partitions - len(status.unowned)} of "
                f"{status.group_partitions} group-partitions owned"
                + (f"; without an owner: {ranges(status.unowned)}" if status.unowned else ""))

@@ -21,6 +21,7 @@ import click
 from protocol import ErrorCode, error_name
 
 from . import client_config
+from .tables import table
 from .kafka_admin import (CLASSIC, CONSUMER, EARLIEST, LATEST, AdminError, GroupRefused, GroupsAdmin, Member, Node,
                           TopicPartition, shown)
 from coordinator.config import ConfigError, load_config
@@ -147,11 +148,7 @@ def groups() -> None:
     """Consumer groups over the Kafka protocol, as kafka-consumer-groups.sh shows them."""
 
 
-def _table(headers: list[str], rows: list[list]) -> str:
-    """Left-aligned columns as wide as their widest cell; None shows as "-"."""
-    cells = [headers] + [["-" if v is None or v == "" else str(v) for v in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return "\n".join(" ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+_table = table  # tools/tables.py: the CLIs' one table printer
 
 
 # -- list ---------------------------------------------------------------------------------
