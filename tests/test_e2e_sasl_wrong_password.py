@@ -185,3 +185,50 @@ def test_a_failure_is_answered_after_the_delay_and_a_guessers_connections_in_tur
         assert alice.authenticated == E.NONE
     finally:
         alice.close()
+
+
+def test_requests_before_login_wait_in_order_when_their_answers_are_not_taken(zookeeper, tmp_path):
+    """A client that pipelines ApiVersions before logging in and reads nothing is paused like
+    any other; once it reads, every answer comes, in order, and its login after them: none
+    is dropped (before: each paused ApiVersions replaced the last, and the SaslHandshake's
+    answer could pass the ones still waiting)."""
+    import socket
+    import struct
+
+    from protocol import RequestHeader, decode_response, encode_request
+    from protocol.messages import build
+    from protocol.schemas import API_VERSIONS
+    from tests.clients import read_exactly
+
+    port = free_port()
+    process = CoordinatorProcess(zookeeper, tmp_path, listeners=(f"SASL_PLAINTEXT://127.0.0.1:{port}",),
+                                 sasl_enabled_mechanisms=[MECHANISM], max_queued_reply_bytes=4096)
+    process.start()
+    try:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # little held by the kernels on the way
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", port))
+        count = 5000  # ApiVersions answers of some 400 bytes each: megabytes, far past 4 KiB unread
+        frames = [encode_request(RequestHeader(API_VERSIONS.key, 3, n, "flood"), build(
+            API_VERSIONS.request.struct, {"client_software_name": "x", "client_software_version": "1"}))
+            for n in range(1, count + 1)]
+        frames.append(encode_request(RequestHeader(SASL_HANDSHAKE.key, 1, count + 1, "flood"),
+                                     build(SASL_HANDSHAKE.request.struct, {"mechanism": MECHANISM})))
+        import threading
+        sender = threading.Thread(target=sock.sendall, args=(b"".join(frames),), daemon=True)
+        sender.start()  # while nothing is read: the server pauses the connection at its limit
+        time.sleep(1)
+        seen = []
+        for n in range(1, count + 2):
+            size = struct.unpack(">i", read_exactly(sock, 4))[0]
+            body = read_exactly(sock, size)
+            key = API_VERSIONS.key if n <= count else SASL_HANDSHAKE.key
+            correlation_id, answer = decode_response(key, 3 if n <= count else 1, body)
+            seen.append(correlation_id)
+            assert answer.error_code == 0
+        assert seen == list(range(1, count + 2))
+        sender.join(timeout=30)
+        sock.close()
+    finally:
+        assert process.stop() == 0

@@ -179,6 +179,9 @@ class SaslGate:
                 key = int.from_bytes(frame[:2], "big")
                 if key == API_VERSIONS.key:
                     connection.handle([frame], now)
+                    if connection.backlog:  # paused (its answers not taken): the rest waits with it,
+                        connection.backlog = connection.backlog + frames[i + 1:]  # in order, for the gate
+                        return
                     continue
                 if key not in (SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key):
                     return connection.close(f"request before authentication: API {key}")

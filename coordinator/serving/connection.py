@@ -329,7 +329,10 @@ class ClientConnection:
     def _go_on(self) -> None:
         frames, self.backlog = self.backlog, []
         now = trio.current_time()
-        self.handle(frames, now)
+        if self.gate is not None:  # not logged in yet: what waited goes through the gate again
+            self.gate.admit(self, frames, now)
+        else:
+            self.handle(frames, now)
         if not self.closed and not self.backlog:
             self._watch()
             self.arm(now)
