@@ -82,6 +82,9 @@ OFFSET_COMMIT_SECONDS = Histogram("groupkeeper_offset_commit_duration_seconds",
                                   "An OffsetCommit's write: from its offsets handed to the store to their being durable in "
                                   "ZooKeeper (batched with other commits of the group-partition).",
                                   buckets=_LATENCY, registry=REGISTRY)
+OFFSETS_EXPIRED = Counter("groupkeeper_offsets_expired_total",
+                          "Committed partition offsets removed by retention (offsets_retention_minutes).",
+                          registry=REGISTRY)
 ZOOKEEPER_SECONDS = Histogram("groupkeeper_zookeeper_request_duration_seconds",
                               "ZooKeeper requests, by operation, as awaited by the coordinator.", ["op"],
                               buckets=_LATENCY, registry=REGISTRY)

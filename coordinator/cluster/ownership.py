@@ -37,6 +37,7 @@ from ..assignors import CONSUMER_GROUP_ASSIGNORS, Assignor
 from ..events import DISCARD, EventSink
 from ..groups.group import GroupConfig
 from ..groups.manager import GroupSet
+from ..groups.retention import Retention
 from ..groups.snapshot import counted, is_consumer_group, restore, restore_consumer
 from ..groups.state import GroupState
 from ..store.bridge import ZooKeeperBridge
@@ -79,8 +80,10 @@ class Coordinator:
     def __init__(self, zk: ZooKeeperBridge, guard: SessionGuard, topics: TopicView,
                  membership: Membership, group_config: GroupConfig, assignors: dict[str, Assignor],
                  strict: bool = False, events: EventSink = DISCARD,
-                 consumer_assignors: dict[str, Assignor] | None = None):
+                 consumer_assignors: dict[str, Assignor] | None = None,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
         self.zk = zk
+        self.wall_ms = wall_ms  # the wall clock (ms) of offset retention: commits are stamped with it
         self.guard = guard
         self.topics = topics
         self.membership = membership
@@ -238,7 +241,7 @@ class Coordinator:
                 owned = slot.owned = Owned(store, GroupSet(
                     self.group_config, self.assignors, self._partitions_of, store.write_group, self.strict,
                     self.events, lease=self.guard.wait_current, consumer_assignors=self.consumer_assignors,
-                    topic_counts=self.topics.partitions))
+                    topic_counts=self.topics.partitions, wall_ms=self.wall_ms))
                 self.owned[n] = owned
                 self._touch()
                 self.events.emit("ownership_gained", None, partition=n, epoch=slot.fence.epoch, reason=reason)
@@ -311,6 +314,10 @@ class Coordinator:
         async with trio.open_nursery() as nursery:
             await nursery.start(owned.store.run_writer)
             await nursery.start(owned.groups.run)
+            config = self.group_config
+            await nursery.start(Retention(owned.store, owned.groups, config.offsets_retention_ms,
+                                          config.offsets_retention_check_interval, self.wall_ms, self.events,
+                                          lease=self.guard.wait_current).run)
             owned.groups.check_topics()
             owned.loaded.set()
             self._touch()

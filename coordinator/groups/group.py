@@ -38,6 +38,8 @@ class GroupConfig:
     max_commit_partitions: int = 10_000  # partitions in one OffsetCommit; more: INVALID_COMMIT_OFFSET_SIZE
     max_offset_metadata_bytes: int = 1024 * 1024  # of a group's committed offsets' metadata, in all
     consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)  # KIP-848 groups'
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (groups/retention.py)
+    offsets_retention_check_interval: float = 600.0  # seconds: offsets.retention.check.interval.ms
 
 
 @dataclass
@@ -177,6 +179,11 @@ class Group:
     pending: dict[str, float] = field(default_factory=dict)  # MEMBER_ID_REQUIRED ids -> expiry
     outbox: list[Effect] = field(default_factory=list)
     leader_assigns: bool = False  # the runtime could not assign: take the leader's SyncGroup
+    # Wall-clock ms when it last became Empty (Kafka's currentStateTimestamp, from which an
+    # Empty group's offsets expire): stamped by the runtime, stored with the empty
+    # generation, so it survives a takeover; None: not known (a record written before it was
+    # kept), then each offset expires from its own commit, as Kafka does.
+    empty_since_ms: int | None = None
     record_bytes: int = 0  # what the members take in the stored generation (Member.record_bytes)
     # Running totals, so that no request walks every member: members waiting in a join, and
     # how many members offer each protocol.

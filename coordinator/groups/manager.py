@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,8 +61,10 @@ class GroupSet:
     def __init__(self, config: GroupConfig, assignors: dict[str, Assignor],
                  partitions_of: Callable[[str], int], persist: Persist, strict: bool = False,
                  events: EventSink = DISCARD, lease: Callable[[], Awaitable[None]] | None = None,
-                 consumer_assignors: dict[str, Assignor] | None = None, topic_counts: Mapping[str, int] | None = None):
+                 consumer_assignors: dict[str, Assignor] | None = None, topic_counts: Mapping[str, int] | None = None,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
         self.config = config
+        self.wall_ms = wall_ms  # the wall clock, in ms: when a group became empty is kept in it (retention)
         self.consumer_assignors = consumer_assignors or {}  # the server-side assignors of consumer groups
         self.topic_counts = topic_counts if topic_counts is not None else {}  # every topic's, kept current by the source
         self.consumer_groups: dict[str, ConsumerGroup] = {}
@@ -160,6 +163,8 @@ class GroupSet:
                 self.events.emit("rebalance_started", group.group_id, generation=effect.generation,
                                  reason=effect.reason)
             elif isinstance(effect, RebalanceCompleted):
+                if not effect.members:  # it became Empty: its offsets' retention counts from now
+                    group.empty_since_ms = self.wall_ms()
                 metrics.REBALANCES.labels(metrics.reason_kind(effect.reason)).inc()
                 metrics.REBALANCE_SECONDS.observe(effect.duration)
                 self._rebalance_completed(group, effect)

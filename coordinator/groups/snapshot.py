@@ -20,10 +20,11 @@ def _b64(data: bytes) -> str:
 def snapshot(group: Group, assignments: dict[str, bytes] | None = None,
              counted: dict[str, int] | None = None) -> dict[str, Any]:
     """Generation, protocol, leader and members with their subscription and assignment, and
-    the partition count of each subscribed topic the generation was computed for."""
+    the partition count of each subscribed topic the generation was computed for; an Empty
+    group's also when it became empty (`empty_since_ms`, wall clock)."""
     assignments = assignments if assignments is not None else {
         m.member_id: m.assignment for m in group.members.values()}
-    return {
+    record = {
         "version": 1,
         "generation": group.generation,
         "protocol_type": group.protocol_type,
@@ -38,6 +39,9 @@ def snapshot(group: Group, assignments: dict[str, bytes] | None = None,
             "assignment": _b64(assignments.get(m.member_id, b"")),
         } for m in group.members.values()],
     }
+    if group.state == GroupState.EMPTY and group.empty_since_ms is not None:
+        record["empty_since_ms"] = group.empty_since_ms  # offset retention counts from it, here or at a new owner
+    return record
 
 
 def restore(group_id: str, data: dict[str, Any], now: float, config: GroupConfig) -> Group:
@@ -56,6 +60,8 @@ def restore(group_id: str, data: dict[str, Any], now: float, config: GroupConfig
                         deadline=now + m["session_timeout"])
         group.load_member(member)
     group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+    if not group.members:
+        group.empty_since_ms = data.get("empty_since_ms")  # absent from older records: None
     return group
 
 

@@ -22,13 +22,20 @@ so a later multi() never drops an earlier one's values). One session applies mul
 calls in the order they were sent, and they are sent in the order they were built; a
 group-partition has one batch in flight at most, so one written again (its multi() was
 rolled back for another's part) still lands before the next.
+
+Retention removes offsets on the same path (`expire_offsets`): a removal is queued as a
+commit is, and leaves a partition out of its shard's rewrite only if the partition still
+holds the entry found expired when the write is built. Znodes are deleted only by
+`delete_group` and `collect` (topics retention emptied), which hold this group-partition's
+commits (queued, not refused) and wait for its batch in flight, so that no write builds on a
+znode while it goes; commits queued meanwhile land after, on fresh znodes.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -49,6 +56,10 @@ from .writer import OffsetWriter, Part
 OffsetEntry = tuple[int, int, str | None, int]
 ShardKey = tuple[str, str, int]  # (group, topic, shard)
 
+EXPIRE_BATCH_BYTES = 64 * 1024  # of shards rewritten by one batch of expired offsets: one multi() always
+DELETES_PER_MULTI = 1000  # znodes one multi() deletes, at most (and MAX_REQUEST_BYTES of them)
+RECHECK_RETRY = 0.5  # seconds between tries at reading back what a delete left
+
 
 @dataclass(eq=False, slots=True)
 class _Commit:
@@ -56,6 +67,9 @@ class _Commit:
     entries: dict[tuple[str, int], OffsetEntry]
     on_done: Callable[[Exception | None], None]
     alone: bool = False  # its batch was refused: written in a multi() of its own, so it fails alone
+    # retention's: partitions to remove, each only if its entry is still this one when the write is built
+    removals: dict[tuple[str, int], OffsetEntry] | None = None
+    removed: int = 0  # how many of them its last build removed
 
 
 @dataclass(eq=False, slots=True)
@@ -66,7 +80,8 @@ class _Batch:
     freed as soon as it is done rather than by the cyclic collector."""
     commits: list[_Commit]
     created: list[list[str]] = field(default_factory=list)  # by multi: the znodes it creates
-    applied: list[list] = field(default_factory=list)  # by multi: (group, topic, {partition: entry})
+    # by multi: (group, topic, {partition: entry} written, [partitions removed])
+    applied: list[list] = field(default_factory=list)
 
 
 _UNANSWERED = object()
@@ -112,6 +127,11 @@ class PartitionStore:
         self._sent: deque[_Multi] = deque()  # multis of the batch in flight, until their outcome is applied
         self._uncertain: dict[str, set[ShardKey]] = {}  # by group: shards a write of unknown outcome touched
         self._closed = False  # handing over: no new writes
+        self._holds = 0  # znodes being deleted: commits wait (queued, not sent) until it is 0
+        self._quieted: trio.Event | None = None  # set when no batch is in flight, for `_quiet`
+        # group -> topics whose offsets are all gone (expired) but whose znodes remain (`collect`);
+        # a group with an empty set has znodes and neither offsets nor record
+        self._bare: dict[str, set[str]] = {}
         self._writing = 0  # writes accepted and not yet confirmed or failed
         self._idle = trio.Event()
         self._idle.set()
@@ -164,6 +184,15 @@ class PartitionStore:
             self._nodes.add(path)
             self._shard_bytes[(group, topic, shard)] = len(data)
             self.durable.setdefault(group, {}).setdefault(topic, {}).update(layout.decode_shard(data))
+        # what retention left behind when the previous owner went mid-way: topics without
+        # offsets (their shards emptied), groups with neither offsets nor record
+        for group, topic, path in topics:
+            if path in self._nodes and not self.durable.get(group, {}).get(topic):
+                self._bare.setdefault(group, set()).add(topic)
+        for group, path in zip(groups, paths):
+            if (path in self._nodes and group not in self.groups and group not in chunked
+                    and not any(self.durable.get(group, {}).values())):
+                self._bare.setdefault(group, set())
         self._resync_latest()
         return Loaded(self.groups, self.durable)
 
@@ -298,14 +327,23 @@ class PartitionStore:
             self._chunks[group] = {f"{record}/{name}" for name in names}
         self._listed.add(group)
 
-    async def delete_group(self, group: str) -> None:
+    async def delete_group(self, group: str, still: Callable[[], bool] | None = None) -> bool:
         """Remove a group, its record's chunks and its offsets, children first. A group with
-        very many offset shards takes several multi() calls; the group's own znode goes last."""
+        very many offset shards takes several multi() calls; the group's own znode goes last.
+        Meanwhile this group-partition's commits wait (queued, not refused), and the batch in
+        flight is waited for first: nothing of the group is written while its znodes go, and
+        commits that came meanwhile land after, on fresh znodes. With `still`, the group goes
+        only if it holds then (retention: still empty, still without offsets). Whether it went."""
         self._begin()
         try:
             async with self._one_write(group):
                 await self._list_record(group)
-                await self._delete_group(group)
+                with self._holding():
+                    await self._quiet()
+                    if still is not None and not still():
+                        return False
+                    await self._delete_group(group)
+                return True
         finally:
             self._end()
 
@@ -314,16 +352,16 @@ class PartitionStore:
         chunks = self._chunks.get(group, set())
         paths = sorted([p for p in self._nodes if p == prefix or p.startswith(prefix + "/")] + list(chunks),
                        key=lambda p: p.count("/"), reverse=True)
-        max_ops = _max_deletes(prefix)
-        for start in range(0, len(paths), max_ops):
-            txn = self.fence.transaction(self.zk)
-            chunk = paths[start:start + max_ops]
-            for path in chunk:
-                txn.delete(path)
-            await fenced_commit(self.zk, self.fence, txn)
-            self._nodes.difference_update(chunk)
-            chunks.difference_update(chunk)
+        try:
+            await self._delete_nodes(paths, chunks)
+        except (StoreUnavailable, StoreError):
+            # what of it is left was read back (`_delete_nodes`); the offsets a deleted shard
+            # held are read back before OffsetFetch answers for the group again
+            self._listed.discard(group)
+            self._uncertain.setdefault(group, set()).update(key for key in self._shard_bytes if key[0] == group)
+            raise
         self._chunks.pop(group, None)
+        self._bare.pop(group, None)
         self.groups.pop(group, None)
         self.durable.pop(group, None)
         self._latest.pop(group, None)
@@ -332,6 +370,179 @@ class PartitionStore:
         for key in [key for key in self._paths if key[0] == group]:
             del self._paths[key]
             self._shard_bytes.pop(key, None)
+
+    async def _delete_nodes(self, paths: list[str], chunks: set[str] | None = None) -> None:
+        """Delete `paths` (each after its children) in fenced multi() calls of at most
+        DELETES_PER_MULTI znodes and MAX_REQUEST_BYTES, forgetting them as each is confirmed
+        (`chunks`: record chunks among them, known there rather than in `_nodes`). When
+        ZooKeeper refuses one or does not answer, which of them are left is read back before
+        this returns (raising): the caller holds the commits, which build on `_nodes`."""
+        budget = layout.MAX_REQUEST_BYTES - self._fence_cost
+        chroot = len(self._checks[0].path) - len(self.fence.path)  # kazoo sends every path under it
+        multis, chunk, size = [], [], 0
+        for path in paths:
+            cost = len(path) + chroot + layout.OP_OVERHEAD
+            if chunk and (size + cost > budget or len(chunk) >= DELETES_PER_MULTI):
+                multis.append(chunk)
+                chunk, size = [], 0
+            chunk.append(path)
+            size += cost
+        if chunk:
+            multis.append(chunk)
+        for chunk in multis:
+            txn = self.fence.transaction(self.zk)
+            for path in chunk:
+                txn.delete(path)
+            try:
+                await fenced_commit(self.zk, self.fence, txn)
+            except NotOwner:
+                raise  # the next owner loads what is there
+            except (StoreUnavailable, StoreError):
+                await self._recheck(paths, chunks)
+                raise
+            self._nodes.difference_update(chunk)
+            if chunks is not None:
+                chunks.difference_update(chunk)
+
+    async def _recheck(self, paths: list[str], chunks: set[str] | None) -> None:
+        """Which of `paths` exist, read back from ZooKeeper (again while it does not answer,
+        until it does or this store stops: commits are held meanwhile, and could not be
+        written anyway)."""
+        while not self._stopped:
+            try:
+                reads = await self.zk.read_many([(GET, path) for path in paths])
+                present = [not _absent(read) for read in reads]
+            except KazooException:
+                await trio.sleep(RECHECK_RETRY)
+                continue
+            for path, there in zip(paths, present):
+                known = chunks if chunks is not None and "/record/" in path else self._nodes
+                (known.add if there else known.discard)(path)
+            return
+
+    # -- retention ------------------------------------------------------------------------
+
+    def has_offsets(self, group: str) -> bool:
+        """Whether `group` has offsets, stored or being written."""
+        return any(self._latest.get(group, {}).values())
+
+    def bare_groups(self) -> set[str]:
+        """Groups with znodes that `collect` or `delete_group` should remove: topics without
+        offsets, or nothing but the group's znode."""
+        return set(self._bare)
+
+    async def expire_offsets(self, group: str, expired: dict[str, dict[int, OffsetEntry]]) -> int:
+        """Remove these offsets of `group` (topic -> partition -> the entry found expired),
+        each only if it is still that entry when its write is built: a partition committed
+        again since keeps its new offset. They are written as commits are (fenced, in order
+        with them, shards rewritten whole without them), in batches of at most
+        EXPIRE_BATCH_BYTES of shards (one multi() each), one batch at a time, so commits never
+        wait behind more than one. Shards left empty stay until `collect`. How many went."""
+        batches: list[dict[tuple[str, int], OffsetEntry]] = []
+        batch: dict[tuple[str, int], OffsetEntry] = {}
+        size, shards = 0, set()
+        for topic, partitions in sorted(expired.items()):
+            for p, entry in sorted(partitions.items()):
+                key = (group, topic, p // layout.SHARD_PARTITIONS)
+                if key not in shards:
+                    cost = self._shard_bytes.get(key, 0) + 3 * (len(self._path(key)[0]) + layout.OP_OVERHEAD)
+                    if batch and size + cost > EXPIRE_BATCH_BYTES:
+                        batches.append(batch)
+                        batch, size, shards = {}, 0, set()
+                    shards.add(key)
+                    size += cost
+                batch[(topic, p)] = entry
+        if batch:
+            batches.append(batch)
+        removed = 0
+        for removals in batches:
+            done, outcome = trio.Event(), []
+
+            def finished(error: Exception | None) -> None:
+                outcome.append(error)
+                done.set()
+            self._begin()
+            commit = _Commit(group, {}, finished, removals=removals)
+            self._queue.append(commit)
+            self._offer()
+            await done.wait()
+            if outcome[0] is not None:
+                raise outcome[0]
+            removed += commit.removed
+        return removed
+
+    async def collect(self, group: str) -> int:
+        """Delete the znodes of `group`'s topics that retention left without offsets (unless
+        committed to again meanwhile), holding this group-partition's commits while they go,
+        as `delete_group` does. How many topics went."""
+        topics = self._bare.get(group)
+        if not topics:
+            return 0
+        self._begin()
+        gone = 0
+        try:
+            async with self._one_write(group):
+                with self._holding():
+                    await self._quiet()
+                    for topic in sorted(topics):
+                        path = layout.topic_offsets_path(self.partition, group, topic)
+                        if self._latest.get(group, {}).get(topic) or path not in self._nodes:
+                            topics.discard(topic)  # committed to again, or gone already
+                            continue
+                        try:  # read while the commits are held: no shard can appear meanwhile
+                            names = await self.zk.get_children(path)
+                        except NoNodeError:
+                            names = None
+                        except KazooException as exc:
+                            raise StoreUnavailable(f"listing the offsets of {group!r} on {topic!r}: "
+                                                   f"{type(exc).__name__}") from None
+                        self._forget(group, topic)
+                        if names is None:
+                            self._nodes.discard(path)
+                        else:
+                            await self._delete_nodes([f"{path}/{name}" for name in names] + [path])
+                            for name in names:
+                                self._shard_bytes.pop((group, topic, int(name)), None)
+                                self._paths.pop((group, topic, int(name)), None)
+                            gone += 1
+                        topics.discard(topic)
+            return gone
+        finally:
+            if not topics and self._bare.get(group) is topics:
+                del self._bare[group]  # the group itself goes with delete_group, when it may
+            self._end()
+
+    def _forget(self, group: str, topic: str) -> None:
+        """A topic of `group` without offsets (loaded so, or read back so) is no longer listed."""
+        for view in (self.durable, self._latest):
+            topics = view.get(group)
+            if topics is not None and not topics.get(topic, True):
+                del topics[topic]
+                if not topics:
+                    del view[group]
+
+    @contextmanager
+    def _holding(self) -> Iterator[None]:
+        """While znodes are deleted: this group-partition's commits queue and wait, and go on
+        (in order) once it is over."""
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            self._offer()
+
+    async def _quiet(self) -> None:
+        """Return once no batch of this store is in flight (while holding, none is sent)."""
+        while self._sent and not self._stopped:
+            if self._quieted is None:
+                self._quieted = trio.Event()
+            await self._quieted.wait()
+
+    def _wake_quiet(self) -> None:
+        if not self._sent and self._quieted is not None:
+            self._quieted.set()
+            self._quieted = None
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -361,8 +572,9 @@ class PartitionStore:
         self._offer()
 
     def _offer(self) -> None:
-        """Tell the writer when there is a batch to write: commits queued, none in flight."""
-        if self._queue and not self._sent and not self._stopped:
+        """Tell the writer when there is a batch to write: commits queued, none in flight,
+        no znodes being deleted."""
+        if self._queue and not self._sent and not self._stopped and not self._holds:
             self.writer.ready(self)
 
     async def run_writer(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -378,12 +590,16 @@ class PartitionStore:
                 self._fail(self._sent[0].batch, StoreUnavailable("the group-partition stopped before ZooKeeper answered"))
             queued, self._queue = self._queue, []
             self._finish(queued, StoreUnavailable("the group-partition stopped before the write"))
+            self._wake_quiet()
 
     def take(self, budget: int, first: bool) -> list[Part] | None:
         """The writes of the next batch, for the writer's next multi(): normally one part,
         several only for a single commit too large for one multi(). None when the batch's
         first commit does not fit in `budget` bytes and the multi() is not empty (`first`
-        False): it goes in the next. [] when nothing is to be written after all."""
+        False): it goes in the next. [] when nothing is to be written after all, or not now
+        (znodes are being deleted: offered again after)."""
+        if self._holds:
+            return []
         commits = self._take_batch(budget, first)
         if not commits:
             return None
@@ -414,6 +630,8 @@ class PartitionStore:
         sent = self._sent
         while sent and sent[0].outcome is not _UNANSWERED:
             self._apply(sent.popleft())
+        if self._quieted is not None:
+            self._wake_quiet()
 
     def _apply(self, multi: _Multi) -> None:
         batch = multi.batch
@@ -424,13 +642,28 @@ class PartitionStore:
                 self._nodes.difference_update(created)
             return self._fail(batch, exc)
         durable = self.durable
-        for group, topic, updates in batch.applied[multi.index]:
-            durable.setdefault(group, {}).setdefault(topic, {}).update(updates)
-            if self.on_durable is not None:
+        for group, topic, updates, gone in batch.applied[multi.index]:
+            partitions = durable.setdefault(group, {}).setdefault(topic, {})
+            partitions.update(updates)
+            if gone:
+                self._removed(group, topic, partitions, gone)
+            if self.on_durable is not None and updates:
                 self.on_durable(group, topic, updates)
         if multi.index == len(batch.applied) - 1:
             self._finish(batch.commits, None)
             self._offer()
+
+    def _removed(self, group: str, topic: str, partitions: dict[int, OffsetEntry], gone: list[int]) -> None:
+        """Expired offsets confirmed removed: a topic left without any has its znodes removed
+        by `collect`, and a group without any is no longer listed by its offsets."""
+        for p in gone:
+            partitions.pop(p, None)
+        if not partitions:
+            topics = self.durable[group]
+            del topics[topic]
+            if not topics:
+                del self.durable[group]
+            self._bare.setdefault(group, set()).add(topic)
 
     def _fail(self, batch: _Batch, error: Exception) -> None:
         """A batch that failed: nothing of it is acknowledged; what later writes build on
@@ -441,9 +674,9 @@ class PartitionStore:
         self._resync_latest()
         if isinstance(error, StoreUnavailable):  # they may have landed all the same
             for applied in batch.applied:
-                for group, topic, updates in applied:
+                for group, topic, updates, gone in applied:
                     self._uncertain.setdefault(group, set()).update(
-                        (group, topic, p // layout.SHARD_PARTITIONS) for p in updates)
+                        (group, topic, p // layout.SHARD_PARTITIONS) for p in (*updates, *gone))
         if isinstance(error, RolledBack):
             self._queue[:0] = batch.commits
         elif isinstance(error, StoreError) and len(batch.commits) > 1:
@@ -479,6 +712,8 @@ class PartitionStore:
             for p in range(first, first + layout.SHARD_PARTITIONS):
                 partitions.pop(p, None)
             partitions.update(content)
+            if not partitions:  # a removal of unknown outcome that landed
+                self._removed(group, topic, partitions, [])
             self._uncertain[group].discard((group, topic, shard))
         if not self._uncertain[group]:
             del self._uncertain[group]
@@ -490,8 +725,11 @@ class PartitionStore:
         the same shard would otherwise land them after all)."""
         latest = {g: {t: dict(ps) for t, ps in topics.items()} for g, topics in self.durable.items()}
         for multi in self._sent:  # in flight: sent, not yet answered
-            for group, topic, updates in multi.batch.applied[multi.index]:
-                latest.setdefault(group, {}).setdefault(topic, {}).update(updates)
+            for group, topic, updates, gone in multi.batch.applied[multi.index]:
+                partitions = latest.setdefault(group, {}).setdefault(topic, {})
+                partitions.update(updates)
+                for p in gone:
+                    partitions.pop(p, None)
         self._latest = latest
 
     def _retry_alone(self, batch: list[_Commit]) -> None:
@@ -530,6 +768,12 @@ class PartitionStore:
                 touched.add(key)
                 cost += self._shard_bytes.get(key, 0) + 3 * (len(self._path(key)[0]) + layout.OP_OVERHEAD)
             cost += 64 + 6 * len(entry[2] or "")
+        if commit.removals:  # shards rewritten without them: no larger than they were
+            for topic, p in commit.removals:
+                key = (commit.group, topic, p // layout.SHARD_PARTITIONS)
+                if key not in touched:
+                    touched.add(key)
+                    cost += self._shard_bytes.get(key, 0) + 3 * (len(self._path(key)[0]) + layout.OP_OVERHEAD)
         return cost
 
     def _path(self, key: ShardKey) -> tuple[str, str]:
@@ -575,17 +819,38 @@ class PartitionStore:
         only when a single commit is too large for one. Every shard is encoded before any
         state changes."""
         merged: dict[ShardKey, dict[int, OffsetEntry]] = defaultdict(dict)
+        removals: dict[ShardKey, dict[int, tuple[OffsetEntry, _Commit]]] | None = None
         for commit in batch:
             for (topic, p), entry in commit.entries.items():
                 merged[(commit.group, topic, p // layout.SHARD_PARTITIONS)][p] = entry
+            if commit.removals:
+                commit.removed = 0
+                removals = removals if removals is not None else defaultdict(dict)
+                for (topic, p), entry in commit.removals.items():
+                    key = (commit.group, topic, p // layout.SHARD_PARTITIONS)
+                    merged[key]  # noqa: B018 (the shard in its place among the others)
+                    removals[key][p] = (entry, commit)
         planned = []
         for key, updates in merged.items():
             content = self._shard(self._latest, key)
             content.update(updates)
-            planned.append((key, updates, layout.encode_shard(content)))
+            gone: list[int] = []
+            if removals is not None and key in removals:
+                if not updates and self._path(key)[0] not in self._nodes:
+                    continue  # no such shard: nothing to remove
+                # a partition committed again since it was found expired (in this batch or
+                # before it) holds another entry now: it stays
+                for p, (entry, commit) in removals[key].items():
+                    if content.get(p) == entry:
+                        del content[p]
+                        gone.append(p)
+                        commit.removed += 1
+                if not updates and not gone:
+                    continue  # nothing to write
+            planned.append((key, updates, gone, layout.encode_shard(content)))
         fence = self._fence_cost
         multis, txn, created, applied, size = [], self._transaction(), [], [], fence
-        for key, updates, data in planned:
+        for key, updates, gone, data in planned:
             group, topic, _ = key
             path, sent_as = self._path(key)
             cost = len(path) * 3 + len(data) + 3 * layout.OP_OVERHEAD
@@ -599,9 +864,12 @@ class PartitionStore:
                 txn.create(path, data)
                 created.append(path)
                 self._nodes.add(path)
-            self._latest.setdefault(group, {}).setdefault(topic, {}).update(updates)
+            latest = self._latest.setdefault(group, {}).setdefault(topic, {})
+            latest.update(updates)
+            for p in gone:
+                del latest[p]
             self._shard_bytes[key] = len(data)
-            applied.append((group, topic, updates))
+            applied.append((group, topic, updates, gone))
             size += cost
         if applied:
             multis.append((txn, created, applied, size))
