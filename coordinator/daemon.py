@@ -26,6 +26,7 @@ from .cluster import lag
 from .cluster.ownership import Coordinator
 from .api.router import Api
 from .security.acls.store import AclStore
+from .security.audit import AuditWatch
 from .security.passwords import check_hash
 from .security.sasl import MECHANISMS, Authentication, Pacing
 from .security.tls import CLIENT_AUTH, TLSError, listener_context, server_context
@@ -278,6 +279,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 authentication = Authentication(config["sasl_enabled_mechanisms"], config["sasl_plain_without_tls"],
                                                 users.credential,
                                                 Pacing(config["connection_failed_authentication_delay_ms"] / 1000))
+            await nursery.start(AuditWatch(zk, events).run)  # operators' ACL and user changes, told
             if config["acls"]:
                 acl_store = AclStore(zk, frozenset(config["super_users"]), config["allow_everyone_if_no_acl_found"])
                 await nursery.start(acl_store.run)

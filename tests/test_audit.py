@@ -33,3 +33,41 @@ def test_a_deleted_group_is_logged_and_an_event_with_who_and_from_where(zookeepe
         assert not [e for e in process.events() if e.get("event") == "group deleted" and e.get("group") != "doomed"]
     finally:
         assert process.stop() == 0
+
+
+def test_acl_and_user_changes_are_told_with_who_from_where_and_what(zookeeper, tmp_path):
+    """`groupkeeper acls` and `groupkeeper users` write ZooKeeper themselves; each change
+    leaves a record that every instance logs and puts in its event log, once; changes from
+    before an instance started are not repeated; a password never appears."""
+    import getpass
+    import socket
+
+    process = CoordinatorProcess(zookeeper, tmp_path)
+    process.cli("acls", "add", "--allow-principal", "User:early", "--operation", "Read", "--group", "old")
+    process.start()
+    try:
+        process.cli("acls", "add", "--allow-principal", "User:alice", "--operation", "Read", "--group", "billing")
+        secret = tmp_path / "pw"
+        secret.write_text("very-secret-password\n")
+        process.cli("users", "add", "alice", "--mechanism", "SCRAM-SHA-256", "--password-file", str(secret))
+        process.cli("acls", "remove", "--group", "billing", "--force")
+        deadline = time.monotonic() + 30
+        while len(changes := [e for e in process.events() if e.get("event") == "operator change"]) < 3:
+            assert time.monotonic() < deadline, changes
+            time.sleep(0.1)
+        assert [(e["by"], e["host"], e["kind"]) for e in changes] == [
+            (getpass.getuser(), socket.gethostname(), kind) for kind in ("acls", "users", "acls")]
+        added, user, removed = (e["what"] for e in changes)
+        assert added == {"resource": "Group:literal:billing", "removed": [],
+                         "added": ["(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)"]}
+        assert user == {"user": "alice", "added": "SCRAM-SHA-256"}
+        assert removed["resource"] == "Group:literal:billing" and removed["removed"] == ["all"]
+        assert not any("early" in str(e) or "old" == e.get("what", {}).get("resource", "")[-3:] for e in changes)
+        assert "very-secret-password" not in process.log_path.read_text()
+        while len([e for e in read_events(tmp_path / "events") if e["type"] == "operator_change"]) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        ids = [e["id"] for e in read_events(tmp_path / "events") if e["type"] == "operator_change"]
+        assert ids == sorted(ids) and len(set(ids)) == 3
+    finally:
+        assert process.stop() == 0

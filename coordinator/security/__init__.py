@@ -10,6 +10,7 @@
 | `passwords.py` | password hashes for the metrics endpoint's basic auth |
 | `client.py` | `Client`: who is on the other end of a connection (address, listener, principal) |
 | `acls/` | Kafka's ACLs: what they mean (`authorizer.py`) and where they are kept (`store.py`) |
+| `audit.py` | operators' ACL and user changes (made in ZooKeeper by the CLIs), logged and in the event log |
 
-May import: `store`, `listeners`, `logs`, `metrics` and `protocol`.
+May import: `store`, `events`, `listeners`, `logs`, `metrics` and `protocol`.
 """

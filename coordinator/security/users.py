@@ -105,6 +105,7 @@ class UserAdmin(ZooKeeperAdmin):
         except ValueError as exc:
             raise AdminError(str(exc)) from None
         self._change(user, lambda config: {**config, mechanism: credential.to_kafka()})
+        self.audit("users", {"user": user, "added": mechanism})  # never the password
 
     def delete(self, user: str, mechanism: str | None = None) -> None:
         """Remove `user`'s credential for `mechanism`, or all its credentials; the node goes
@@ -115,6 +116,7 @@ class UserAdmin(ZooKeeperAdmin):
                 raise AdminError(f"user {user!r} has no {mechanism or 'SCRAM'} credential")
             return {key: value for key, value in config.items() if key not in doomed}
         self._change(user, remove, create=False)
+        self.audit("users", {"user": user, "removed": mechanism or "all"})
 
     def list(self) -> dict[str, list[str]]:
         """Each user with credentials, and their mechanisms."""

@@ -3,8 +3,16 @@ kazoo, never on the coordinator's trio thread, with the failures phrased for the
 
 from __future__ import annotations
 
+import getpass
+import json
+import socket
+import time
+
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+
+from .layout import AUDIT, AUDIT_KEEP
 
 
 class AdminError(Exception):
@@ -24,6 +32,20 @@ class ZooKeeperAdmin:
         except KazooTimeoutError:
             self.client.close()
             raise AdminError(f"cannot reach ZooKeeper at {hosts} within {timeout:g}s") from None
+
+    def audit(self, kind: str, what: dict) -> None:
+        """Record an operator's change made through this client (who, from where, what) for
+        the instances to log and put in their event logs (`security.audit`); the oldest past
+        AUDIT_KEEP go. Never a secret in `what`."""
+        record = {"by": getpass.getuser(), "host": socket.gethostname(), "kind": kind, "what": what,
+                  "at_ms": int(time.time() * 1000)}
+        self.client.create(f"{AUDIT}/change-", json.dumps(record).encode(), sequence=True, makepath=True)
+        try:
+            names = sorted(self.client.get_children(AUDIT))
+            for name in names[:max(0, len(names) - AUDIT_KEEP)]:
+                self.client.delete(f"{AUDIT}/{name}")
+        except (NoNodeError, NoAuthError):
+            pass  # another writer pruned it, or it is not ours to prune
 
     def close(self) -> None:
         self.client.stop()

@@ -88,6 +88,10 @@ def config_path() -> str:
 
 
 INSTANCES = f"{ROOT}/instances"
+# operators' changes made straight in ZooKeeper (ACLs, users), one sequential znode each:
+# {"by", "host", "kind", "what", "at_ms"}, written by the CLIs, the newest AUDIT_KEEP kept
+AUDIT = f"{ROOT}/audit"
+AUDIT_KEEP = 1000
 
 
 def instance_path(instance_id: int) -> str:

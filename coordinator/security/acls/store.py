@@ -98,6 +98,9 @@ class AclAdmin(ZooKeeperAdmin):
             except (NodeExistsError, BadVersionError, NoNodeError):
                 continue  # another writer came between: again, from what it wrote
         self._notify(resource)
+        self.audit("acls", {"resource": f"{resource.type.value}:{resource.pattern.value}:{resource.name}",
+                            "added": sorted(map(str, new - current)),
+                            "removed": ["all"] if blind else sorted(map(str, current - new))})
         return new
 
     def _notify(self, resource: Resource) -> None:
