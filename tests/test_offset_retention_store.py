@@ -96,7 +96,7 @@ async def test_expired_offsets_leave_in_bounded_batches_while_commits_go_on(zook
             batches = -(-sum(sizes) // EXPIRE_BATCH_BYTES)
             assert batches >= 5
 
-            committed, expiring = [], True
+            committed, expiring, stopped = [], True, trio.Event()
 
             async def committing() -> None:  # another group commits all along
                 n = 0
@@ -104,6 +104,7 @@ async def test_expired_offsets_leave_in_bounded_batches_while_commits_go_on(zook
                     n += 1
                     await store.commit_offsets("busy", {("t", 0): (n, -1, "", 2_000)})
                     committed.append(n)
+                stopped.set()
             nursery.start_soon(committing)
             await until(lambda: committed)
             multis, before = store.writer.multis, len(committed)
@@ -118,7 +119,7 @@ async def test_expired_offsets_leave_in_bounded_batches_while_commits_go_on(zook
             assert await store.collect("gone") == 1
             assert not await _exists(client, layout.topic_offsets_path(partition, "gone", "t"))
             assert await _shard(client, layout.shard_path(partition, "gone", "u", 0)) == {0: (1, -1, "", 1_000)}
-            await until(lambda: not expiring and committed[-1] == len(committed))
+            await stopped.wait()
             nursery.cancel_scope.cancel()
         loaded = await PartitionStore(zk, store.writer, store.fence).load()
         assert loaded.offsets["gone"] == {"u": {0: (1, -1, "", 1_000)}}
