@@ -612,6 +612,10 @@ class PartitionStore:
             self._finish(commits, exc)
             self._offer()
             return []
+        if not built:  # only removals, of partitions all committed again since: done
+            self._finish(commits, None)
+            self._offer()
+            return []
         batch = _Batch(commits)
         parts: list[Part] = []
         for index, (txn, created, applied, size) in enumerate(built):
