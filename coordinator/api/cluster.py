@@ -1,18 +1,30 @@
 """The cluster's answers: ApiVersions, Metadata, FindCoordinator, and the APIs that only a
 partition's leader serves. The gateway's relaying answers take this part's place.
+
+Metadata is answered from a cache of encoded answers (`MetadataCache`): building and
+encoding an answer costs about 2.7 us a partition (2.7 ms for 1,000), and clients that
+cannot reach their leaders ask about once a second (docs/benchmarks.md, `bench load`).
 """
 
 from __future__ import annotations
 
-from protocol import ErrorCode, messages as m
+import os
+import struct
+import time
+from collections import OrderedDict
+
+from protocol import ErrorCode, ProtocolError, decode_request, encode_response, messages as m
+from protocol.requests import skip_tags
 from protocol.schemas import (API_VERSIONS, APIS, FETCH, FIND_COORDINATOR, LIST_OFFSETS, METADATA, PRODUCE,
                               SASL_AUTHENTICATE, SASL_HANDSHAKE)
 
+from .. import metrics
 from ..cluster.membership import Instance
 from ..cluster.node_ids import node_id
-from ..security.acls.authorizer import Operation, ResourceType
+from ..security.acls.authorizer import WILDCARD, Operation, ResourceType
 from ..security.client import Client
 from ..serving.interfaces import CloseConnection, Route
+from ..serving.pending import Pending
 from ..topics.view import NO_TOPIC_ID
 from .access import ApiPart
 from .versions import LEADER_ONLY, SUPPORTED
@@ -21,13 +33,25 @@ E = ErrorCode
 CLUSTER_ID = "groupkeeper"
 # Kafka's internal topics: marked so that clients leave them out of pattern subscriptions
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# The cache of encoded Metadata answers: at most this many bytes of answers in all, and this
+# many answers (least recently used out first); an answer larger than the whole is never
+# kept. GROUPKEEPER_METADATA_CACHE_BYTES=0 turns it off: every answer made afresh, as
+# before it (what `bench load` measures it against).
+METADATA_CACHE_BYTES = int(os.environ.get("GROUPKEEPER_METADATA_CACHE_BYTES", 32 * 2**20))
+METADATA_CACHE_ANSWERS = 1024
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 
 
 class ClusterApi(ApiPart):
-    def __init__(self, coordinator, topics, acls=None):
+    def __init__(self, coordinator, topics, acls=None, metadata_cache_bytes: int | None = None):
         super().__init__(coordinator, topics, acls)
         self._api_versions: dict[ErrorCode, tuple[dict, m.ApiVersionsResponse]] = {}  # error -> (brokers' ranges, answer)
         self._handlers = self.handlers()
+        size = METADATA_CACHE_BYTES if metadata_cache_bytes is None else metadata_cache_bytes
+        # none for a view that does not count its changes (a stand-in's): every answer made afresh
+        self.metadata_cache = MetadataCache(size) if size > 0 and hasattr(topics, "changes") else None
+        self._acl_hosts: tuple[object, bool] = (None, True)  # (the ACLs, whether a topic's names a host)
 
     def handlers(self) -> dict:
         return {API_VERSIONS.key: self.api_versions, METADATA.key: self.metadata,
@@ -46,7 +70,13 @@ class ClusterApi(ApiPart):
         if api_key in LEADER_ONLY:
             versions = APIS[api_key].versions
             lo, hi = versions.low, versions.high
-        return (handler, False, False) if lo <= api_version <= hi else None
+        if not lo <= api_version <= hi:
+            return None
+        if api_key == METADATA.key and self.metadata_cache is not None:
+            # the frame in, the answer's frame out (a relaying route's shape): a cached
+            # answer is bytes already, with its correlation id spliced in
+            return self.metadata_frame, False, True
+        return handler, False, False
 
     def api_versions_response(self, error: ErrorCode = E.NONE) -> m.ApiVersionsResponse:
         """What we serve, and the leader-only APIs in the versions the cluster's brokers and
@@ -146,6 +176,73 @@ class ClusterApi(ApiPart):
                                   controller_id=node_id(instances[min(instances)]) if controller is None else controller,
                                   topics=topics)
 
+    def metadata_frame(self, connection, frame: bytes) -> Pending:
+        """A Metadata request's frame answered from the cache, or made, encoded and kept.
+        The answer depends on what the key holds (the version, the listener, the request's
+        body: its topics, by name or id, or all, and its flags; with ACLs the principal, and
+        the client's host where a topic's ACL names one) and on what `_made_from` says (the
+        topic view, the live instances, the ACLs): a change there empties the cache."""
+        started = time.perf_counter()
+        client = connection.client
+        cache = self.metadata_cache
+        made_from = self._made_from()
+        key = self._metadata_key(frame, client)
+        answer = cache.get(key, made_from) if key is not None else None
+        if answer is None:
+            try:
+                header, request = decode_request(frame)
+            except ProtocolError as exc:
+                raise CloseConnection(f"undecodable request: {exc}") from None
+            body = self.metadata(header, request, client)
+            answer = CachedAnswer(encode_response(header._replace(correlation_id=0), body), body,
+                                  len(self.topics.partitions) - len(body.topics) if _for_all(header, request)
+                                  else sum(t.error_code == E.TOPIC_AUTHORIZATION_FAILED for t in body.topics))
+            if key is not None:
+                cache.put(key, answer, made_from)
+        elif answer.denied:  # as many denials as making it again would count
+            metrics.AUTHORIZATION_DENIALS.labels(ResourceType.TOPIC.value, Operation.DESCRIBE.value).inc(answer.denied)
+        reply = answer.to(_I32.unpack_from(frame, 4)[0])
+        metrics.observe_request(METADATA.key, answer.summary, time.perf_counter() - started)
+        pending = Pending()
+        pending.resolve(lambda: reply)
+        return pending
+
+    def _made_from(self) -> tuple:
+        """What every Metadata answer depends on beyond its request: the topic view's count of
+        changes, this instance, the live instances (their ids and addresses: the nodes
+        listed, the controller while the cluster's is not known), the ACLs in force."""
+        membership = self.coordinator.membership
+        return (self.topics.changes, membership.me, membership.live,
+                None if self.acls is None else self.acls.authorizer)
+
+    def _metadata_key(self, frame: bytes, client: Client) -> tuple | None:
+        """(version, listener, the request's body[, principal, host]): the request's header
+        (its correlation and client id, its tagged fields) changes nothing in the answer.
+        None for a frame whose header does not read (decoding it says why)."""
+        try:
+            version = _I16.unpack_from(frame, 2)[0]
+            p = 10 + max(_I16.unpack_from(frame, 8)[0], 0)
+            if version in METADATA.request.flexible:
+                p = p + 1 if p < len(frame) and not frame[p] else skip_tags(frame, p)
+        except (struct.error, ProtocolError):
+            return None
+        if p > len(frame):
+            return None
+        if self.acls is None:
+            return version, client.listener.name, frame[p:]
+        return version, client.listener.name, frame[p:], client.principal, (
+            client.host if self._acls_name_hosts() else None)
+
+    def _acls_name_hosts(self) -> bool:
+        """Whether any topic's ACL names a host (not *): then a principal's answer may differ
+        by the client's host. Worked out once per change of the ACLs."""
+        acls = getattr(self.acls, "acls", None)
+        if self._acl_hosts[0] is not acls or acls is None:
+            self._acl_hosts = (acls, acls is None or any(
+                acl.host != WILDCARD for resource, entries in acls.items() if resource.type is ResourceType.TOPIC
+                for acl in entries))
+        return self._acl_hosts[1]
+
     def instances(self) -> dict[int, Instance]:
         """The live coordinator instances, this one among them even while unregistered."""
         membership = self.coordinator.membership
@@ -204,6 +301,82 @@ class ClusterApi(ApiPart):
         if address is None:  # that instance has no such listener (being reconfigured): ask again later
             return E.COORDINATOR_NOT_AVAILABLE
         return found, address
+
+
+def _for_all(header, request) -> bool:
+    """Whether a Metadata request asks for every topic (null, or v0's empty list)."""
+    return request.topics is None or (header.api_version == 0 and not request.topics)
+
+
+class CachedAnswer:
+    """An encoded Metadata answer, its correlation id left out; what counting it in the
+    metrics needs (`summary`: its first error code, as `metrics` finds it); how many topics
+    the ACLs denied in it."""
+    __slots__ = ("denied", "head", "size", "summary", "tail")
+
+    def __init__(self, frame: bytes, body, denied: int):
+        self.head, self.tail = frame[:4], frame[8:]  # the size; after the correlation id
+        self.size = len(frame)
+        self.denied = denied
+        code = next((c for t in body.topics for c in (t.error_code, *(p.error_code for p in t.partitions)) if c), 0)
+        self.summary = m.MetadataResponse(topics=[m.MetadataResponseTopic(error_code=code)] if code else [])
+
+    def to(self, correlation_id: int) -> bytes:
+        return b"".join((self.head, _I32.pack(correlation_id), self.tail))
+
+
+class MetadataCache:
+    """Encoded Metadata answers by request, each right while what it was made from is
+    unchanged: the answers kept all were made from the same (`made_from`), and a request
+    made from anything else empties the cache first. At most `max_bytes` of answers and
+    `max_answers` answers, the least recently used dropped first; `hits`, `misses` and
+    `bytes` say how it goes."""
+
+    def __init__(self, max_bytes: int, max_answers: int = METADATA_CACHE_ANSWERS):
+        self.max_bytes = max_bytes
+        self.max_answers = max_answers
+        self._answers: OrderedDict[tuple, CachedAnswer] = OrderedDict()
+        self._made_from: tuple | None = None
+        self.bytes = 0
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def get(self, key: tuple, made_from: tuple) -> CachedAnswer | None:
+        if not self._current(made_from):
+            self.clear()
+            self._made_from = (made_from[0], made_from[1], dict(made_from[2]), made_from[3])
+        answer = self._answers.get(key)
+        if answer is None:
+            self.misses += 1
+            return None
+        self._answers.move_to_end(key)
+        self.hits += 1
+        return answer
+
+    def _current(self, made_from: tuple) -> bool:
+        kept = self._made_from
+        return (kept is not None and kept[0] == made_from[0] and kept[1] is made_from[1]
+                and kept[3] is made_from[3] and kept[2] == made_from[2])
+
+    def put(self, key: tuple, answer: CachedAnswer, made_from: tuple) -> None:
+        """Keep `answer` to `key`, made from `made_from` (nothing if that is not what the
+        answers kept were made from, or if it is larger than the whole cache)."""
+        if answer.size > self.max_bytes or not self._current(made_from):
+            return
+        old = self._answers.pop(key, None)
+        if old is not None:
+            self.bytes -= old.size
+        self._answers[key] = answer
+        self.bytes += answer.size
+        while self.bytes > self.max_bytes or len(self._answers) > self.max_answers:
+            _, dropped = self._answers.popitem(last=False)
+            self.bytes -= dropped.size
+
+    def clear(self) -> None:
+        self._answers.clear()
+        self.bytes = 0
 
 
 def within(theirs: tuple[int, int], api_key: int, highest: int | None = None) -> tuple[int, int] | None:

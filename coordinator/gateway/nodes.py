@@ -44,6 +44,7 @@ SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source kno
 MAX_TOPIC_NAMES = 100_000  # topic ids whose names are remembered (a lookup for the rest)
 SHARE_ROUTE_SECONDS = 60.0  # how long a share group's coordinator is taken as known (NOT_COORDINATOR forgets it)
 MAX_SHARE_ROUTES = 100_000  # share groups whose coordinators are remembered
+MAX_METADATA_REWRITES = 64  # brokers' Metadata answers whose rewrites are remembered (`_metadata_rewriter`)
 
 
 class Gateway:
@@ -81,6 +82,9 @@ class Gateway:
         self._share_lookup: BrokerConnection | None = None  # the gateway's own connection for finding them
         self._share_versions: dict[int, tuple[int, int]] = {}
         self._topic_names: dict[bytes, str] = {}  # topic ids (as Fetch v13+ has them) -> names, as looked up
+        # (version, listener, answer's size) -> (the broker's answer after its correlation id, the
+        # coordinator nodes and open nodes then, the rewrite's size prefix and bytes after its correlation id)
+        self._metadata_rewrites: dict[tuple[int, str, int], tuple[bytes, list, set[int], bytes, bytes]] = {}
 
     # -- nodes ---------------------------------------------------------------------------
 
@@ -248,7 +252,37 @@ class Gateway:
         extra = self.coordinator_nodes(listener) if api_key == METADATA.key else []
         if merge is not None:
             return lambda frame: rewrite.rewrite_frame(api_key, api_version, merge(frame), exposed, extra)
+        if api_key == METADATA.key:
+            return self._metadata_rewriter(api_version, listener, exposed, extra)
         return lambda frame: rewrite.rewrite_frame(api_key, api_version, frame, exposed, extra)
+
+    def _metadata_rewriter(self, version: int, listener: str, exposed, extra: list) -> Callable[[bytes], bytes]:
+        """A broker's Metadata answer rewritten; or, when it is byte for byte the answer last
+        rewritten of its size, version and listener (its correlation id apart) and the nodes
+        with ports and the coordinator nodes are what they were then, that rewrite again,
+        with this answer's correlation id (decoding and encoding 1,000 partitions costs
+        milliseconds). The broker is asked every time, so a leader's change is seen at once:
+        what is remembered is the rewriting, never the answer. One that named a node without
+        ports is not remembered (rewriting it again looks for the node)."""
+        def rewritten(frame: bytes) -> bytes:
+            key = (version, listener, len(frame))
+            known = self._metadata_rewrites.get(key)
+            if (known is not None and known[1] == extra and known[2] == self.open
+                    and (frame.endswith(known[0]) if type(frame) is bytes else bytes(frame[4:]) == known[0])):
+                return b"".join((known[3], frame[:4], known[4]))
+            missed = []
+
+            def address(node: int) -> tuple[str, int] | None:
+                if (found := exposed(node)) is None:
+                    missed.append(node)
+                return found
+            answer = rewrite.rewrite_frame(METADATA.key, version, frame, address, extra)
+            if not missed:
+                if key not in self._metadata_rewrites and len(self._metadata_rewrites) >= MAX_METADATA_REWRITES:
+                    del self._metadata_rewrites[next(iter(self._metadata_rewrites))]  # the oldest
+                self._metadata_rewrites[key] = (bytes(frame[4:]), list(extra), set(self.open), answer[:4], answer[8:])
+            return answer
+        return rewritten
 
     def _link(self, connection, node: int | None | object = ...) -> BrokerLink:
         """A new link for `connection`: to the broker its port stands for, or to `node`."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import trio
 
 NO_TOPIC_ID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: a topic whose id is not known
+_UNSET = object()
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,92 @@ def parse_topic_id(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
+class _Watched(dict):
+    """A dict of the view's whose every real change (a value set that differs, a key
+    removed) adds one to the view's `changes`: the sources change the view's dicts in place."""
+    __slots__ = ("_view",)
+
+    def __init__(self, view: TopicView, items=()):
+        super().__init__(items)
+        self._view = view
+
+    def __setitem__(self, key, value):
+        if dict.get(self, key, _UNSET) != value:
+            self._view.changes += 1
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key):
+        dict.__delitem__(self, key)
+        self._view.changes += 1
+
+    def pop(self, key, *default):
+        if key in self:
+            self._view.changes += 1
+        return dict.pop(self, key, *default)
+
+    def popitem(self):
+        self._view.changes += 1
+        return dict.popitem(self)
+
+    def clear(self):
+        if self:
+            self._view.changes += 1
+        dict.clear(self)
+
+    def update(self, *args, **kwargs):
+        self._view.changes += 1
+        dict.update(self, *args, **kwargs)
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self._view.changes += 1
+        return dict.setdefault(self, key, default)
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+
+class _Tracked:
+    """An attribute of the view whose replacement by a different value counts in `changes`
+    (a dict is kept as a `_Watched`, whose changes in place count too)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, view, owner=None):
+        if view is None:
+            return self
+        return view.__dict__[self.name]
+
+    def __set__(self, view, value) -> None:
+        if type(value) is dict:
+            value = _Watched(view, value)
+        if view.__dict__.get(self.name, _UNSET) != value:
+            view.__dict__["changes"] = view.__dict__.get("changes", 0) + 1
+        view.__dict__[self.name] = value
+
+
 class TopicView:
     """Topics (partition counts, replicas, topic ids), partition leaders and live brokers,
-    as a source last learned them. Only the source writes; everything else reads."""
+    as a source last learned them. Only the source writes; everything else reads.
+
+    `changes` counts every change to what a Metadata answer is made of (the attributes
+    below that are `_Tracked`, and their dicts changed in place): an answer made when it
+    had a value is still right while it has it (`api.cluster`'s cache of encoded answers).
+    A value written again unchanged (the brokers source's every round) is no change."""
+
+    partitions = _Tracked()
+    replicas = _Tracked()
+    states = _Tracked()
+    topic_ids = _Tracked()
+    names_by_id = _Tracked()
+    brokers = _Tracked()
+    cluster_id = _Tracked()
+    controller_id = _Tracked()
 
     def __init__(self):
+        self.changes = 0
         self.partitions: dict[str, int] = {}
         self.replicas: dict[str, dict[int, list[int]]] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
