@@ -99,7 +99,8 @@ def test_the_gateway_advertises_the_brokers_apis_ours_and_none_refused():
     advertised = GatewayClusterApi.advertised(object.__new__(GatewayClusterApi), BROKER)
     assert advertised[19] == (2, 7) and advertised[22] == (0, 5)  # relayed as the brokers serve them
     assert advertised[JOIN_GROUP.key] == SUPPORTED[JOIN_GROUP.key]  # ours, never relayed
-    assert not REFUSED & set(advertised)  # TxnOffsetCommit, OffsetDelete, streams groups
+    assert not REFUSED & set(advertised)  # TxnOffsetCommit, streams groups
+    assert advertised[47] == (0, 0)  # OffsetDelete: ours
     assert advertised[76] == (1, 1)  # share groups: relayed
     # KIP-951's node endpoints (Produce 10+, Fetch 16+) rewritten: the brokers' versions
     assert advertised[PRODUCE.key] == (3, 11) and advertised[FETCH.key] == (4, 17)

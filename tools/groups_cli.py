@@ -618,3 +618,53 @@ def groups_delete(admin: GroupsAdmin, chosen: Chosen) -> None:
     elif deleted:
         click.echo(f"These consumer groups were deleted successfully: {', '.join(map(shown, deleted))}")
     outcome.close()
+
+
+# -- delete-offsets -----------------------------------------------------------------------
+
+@groups.command("delete-offsets")
+@click.argument("group", required=False)
+@click.option("--group", "named", metavar="GROUP", help="The group (or give it as the argument).")
+@click.option("--topic", "topics", multiple=True, required=True, metavar="TOPIC[:P,...]",
+              help="A topic, or some of its partitions (repeatable); a topic alone: all its partitions.")
+@connection_options
+def groups_delete_offsets(admin: GroupsAdmin, group: str | None, named: str | None, topics: tuple[str, ...]) -> None:
+    """Delete a group's committed offsets of some partitions (OffsetDelete), as
+    kafka-consumer-groups.sh --delete-offsets does: refused for the topics the group's
+    members consume (GROUP_SUBSCRIBED_TO_TOPIC)."""
+    if group and named and group != named:
+        raise click.UsageError("give the group once: GROUP or --group")
+    group = group or named
+    if not group:
+        raise click.UsageError("name the group: GROUP or --group GROUP")
+    asked: dict[str, list[int]] = {}
+    for text in topics:
+        topic, partitions = _topic_partitions(text)
+        asked.setdefault(topic, []).extend(partitions)
+    whole = [topic for topic, partitions in asked.items() if not partitions]
+    if whole:  # a topic alone: its partitions, as the cluster has them
+        cluster = admin.cluster(whole)
+        for topic in whole:
+            asked[topic] = cluster.partitions(topic)
+            if not asked[topic]:
+                raise click.ClickException(f"Topic {topic!r} does not exist or has no partitions.")
+    try:
+        error, results = admin.delete_offsets(group, {t: sorted(set(ps)) for t, ps in asked.items()})
+    except GroupRefused as exc:
+        raise click.ClickException(str(exc)) from None
+    if error == E.GROUP_ID_NOT_FOUND:
+        raise click.ClickException(f"Deleting offsets of a consumer group {shown(group)} failed because the group "
+                                   "does not exist.")
+    if error == E.NON_EMPTY_GROUP:
+        raise click.ClickException(f"Deleting offsets of a consumer group {shown(group)} is forbidden if the group "
+                                   "is not empty.")
+    if error != E.NONE:
+        raise click.ClickException(f"Deleting offsets of a consumer group {shown(group)} failed: {error_name(error)}.")
+    failed = {tp: e for tp, e in results.items() if e != E.NONE}
+    click.echo(f"Request succeed for deleting offsets from group {shown(group)}." if not failed else
+               f"Request for deleting offsets from group {shown(group)} failed for some partitions.")
+    click.echo()
+    click.echo(_table(["TOPIC", "PARTITION", "STATUS"], [
+        [t, p, "Successful" if e == E.NONE else f"Error: {error_name(e)}"] for (t, p), e in sorted(results.items())]))
+    if failed:
+        sys.exit(1)

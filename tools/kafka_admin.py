@@ -34,7 +34,7 @@ from protocol.consumer import decode_assignment
 from protocol.framing import DEFAULT_MAX_FRAME
 from protocol.messages import build
 from protocol.schemas import (API_VERSIONS, CONSUMER_GROUP_DESCRIBE, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
-                              LIST_GROUPS, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH)
+                              LIST_GROUPS, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH)
 from protocol.schema import Api
 
 from coordinator import config
@@ -51,6 +51,7 @@ SPEAKS: dict[int, tuple[int, int]] = {
     METADATA.key: (1, 12), FIND_COORDINATOR.key: (0, 3), LIST_GROUPS.key: (0, 5),
     DESCRIBE_GROUPS.key: (0, 5), OFFSET_FETCH.key: (2, 7), OFFSET_COMMIT.key: (2, 8),
     DELETE_GROUPS.key: (0, 2), LIST_OFFSETS.key: (1, 11), CONSUMER_GROUP_DESCRIBE.key: (0, 0),
+    OFFSET_DELETE.key: (0, 0),
 }
 CLASSIC, CONSUMER = "classic", "consumer"  # the group types of ListGroups v5 (KIP-848)
 DEAD = "Dead"
@@ -494,6 +495,18 @@ class GroupsAdmin:
             return (moved.pop() if moved else E.NONE), errors  # a moved group: ask its new coordinator
         _, _, errors = self._at_coordinator(group, commit)
         return errors
+
+    def delete_offsets(self, group: str, partitions: dict[str, list[int]]) -> tuple[int, dict[TopicPartition, int]]:
+        """OffsetDelete: (the top-level error code, each partition's)."""
+        def delete(connection: NodeConnection):
+            answer = connection.call(OFFSET_DELETE, {"group_id": group, "topics": [
+                {"name": topic, "partitions": [{"partition_index": p} for p in sorted(ps)]}
+                for topic, ps in sorted(partitions.items())]})
+            return answer.error_code, answer
+        _, error, answer = self._at_coordinator(group, delete)
+        if answer is None:
+            return error, {}
+        return error, {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
 
     def delete(self, group: str) -> int:
         """DeleteGroups' error code for `group`."""

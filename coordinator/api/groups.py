@@ -11,10 +11,12 @@ import re2
 from protocol import ErrorCode, messages as m
 from protocol.hot import heartbeat_answer, read_heartbeat
 from protocol.schemas import (CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS,
+                              OFFSET_DELETE,
                               HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, SYNC_GROUP)
 
 from ..cluster.ownership import Owned
 from ..groups.consumer_group import STATIC_LEAVE_EPOCH, by_topic
+from ..groups.retention import subscribed
 from ..groups.state import GroupState
 from ..security.acls.authorizer import CLUSTER_NAME, Operation, ResourceType
 from ..security.client import Client
@@ -44,7 +46,8 @@ class GroupApi(ApiPart):
         return {JOIN_GROUP.key: self.join_group, SYNC_GROUP.key: self.sync_group, HEARTBEAT.key: self.heartbeat,
                 LEAVE_GROUP.key: self.leave_group, CONSUMER_GROUP_HEARTBEAT.key: self.consumer_group_heartbeat,
                 CONSUMER_GROUP_DESCRIBE.key: self.consumer_group_describe, LIST_GROUPS.key: self.list_groups,
-                DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups}
+                DESCRIBE_GROUPS.key: self.describe_groups, DELETE_GROUPS.key: self.delete_groups,
+                OFFSET_DELETE.key: self.offset_delete}
 
     async def join_group(self, header, request, client):
         if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
@@ -298,6 +301,64 @@ class GroupApi(ApiPart):
                 self.coordinator.events.emit("group_deleted", group_id, principal=client.principal, host=client.host,
                                              client_id=header.client_id)
         return m.DeleteGroupsResponse(results=results)
+
+    async def offset_delete(self, header, request, client):
+        """OffsetDelete (KIP-496), as Kafka's coordinator answers it: a group with members
+        keeps the offsets of the topics they consume (GROUP_SUBSCRIBED_TO_TOPIC for those
+        partitions), the others' go; a classic group with members that are not consumers
+        (connect, ...) is NON_EMPTY_GROUP; a partition without an offset is answered as deleted.
+        Needs Delete on the group and Read on each topic, as Kafka's does."""
+        def answer(error: ErrorCode, per_partition=lambda topic, p: E.NONE):
+            return m.OffsetDeleteResponse(error_code=error, topics=[m.OffsetDeleteResponseTopic(
+                name=t.name, partitions=[m.OffsetDeleteResponsePartition(
+                    partition_index=p.partition_index, error_code=per_partition(t.name, p.partition_index))
+                    for p in t.partitions]) for t in request.topics])
+
+        group_id = request.group_id
+        if not self.allowed(client, Operation.DELETE, ResourceType.GROUP, group_id):
+            return answer(E.GROUP_AUTHORIZATION_FAILED)
+        route = self.coordinator.route(group_id)
+        if not isinstance(route, Owned):
+            return answer(route)
+        group = route.groups.group(group_id)
+        consumer = route.groups.consumer_groups.get(group_id)
+        offsets = route.store.durable.get(group_id)
+        if group is None and consumer is None and offsets is None:
+            return answer(E.GROUP_ID_NOT_FOUND)
+        if consumer is not None and consumer.members:
+            kept = frozenset(t for x in consumer.members.values() for t in consumer.topics_of(x))
+        elif group is not None and group.members and group.state != GroupState.EMPTY:
+            if group.protocol_type != "consumer":
+                return answer(E.NON_EMPTY_GROUP)
+            kept = subscribed(group)
+            if kept is None:  # a subscription that cannot be read: keep all, as Kafka (nothing known)
+                kept = frozenset(t.name for t in request.topics)
+        else:
+            kept = frozenset()
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        doomed: dict[str, dict] = {}
+        for t in request.topics:
+            for p in t.partitions:
+                if t.name in kept:
+                    errors[(t.name, p.partition_index)] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                elif not self.allowed(client, Operation.READ, ResourceType.TOPIC, t.name):
+                    errors[(t.name, p.partition_index)] = E.TOPIC_AUTHORIZATION_FAILED
+                elif (entry := (offsets or {}).get(t.name, {}).get(p.partition_index)) is not None:
+                    doomed.setdefault(t.name, {})[p.partition_index] = entry
+        if doomed:
+            try:
+                removed = await route.store.expire_offsets(group_id, doomed)
+                await route.store.collect(group_id)
+            except STORE_FAILURES as exc:
+                code = store_error_code(exc)
+                return answer(E.NONE, lambda topic, p: errors.get((topic, p), code))
+            self.log.info("offsets deleted", group=group_id, partitions=removed, principal=client.principal,
+                          host=client.host, client_id=header.client_id)
+            self.coordinator.events.emit("offsets_deleted", group_id, partitions=removed, principal=client.principal,
+                                         host=client.host, client_id=header.client_id,
+                                         offsets=[{"topic": t, "partition": p} for t, ps in sorted(doomed.items())
+                                                  for p in sorted(ps)])
+        return answer(E.NONE, lambda topic, p: errors.get((topic, p), E.NONE))
 
     async def _delete(self, group_id: str) -> ErrorCode:
         route = self.coordinator.route(group_id)

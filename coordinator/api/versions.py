@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from protocol.schemas import (API_VERSIONS, CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS,
                               DESCRIBE_GROUPS, FETCH, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS,
-                              LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH, PRODUCE,
-                              SASL_AUTHENTICATE, SASL_HANDSHAKE, SYNC_GROUP)
+                              LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH,
+                              OFFSET_FOR_LEADER_EPOCH, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, SYNC_GROUP)
 
 # What we advertise: implemented and tested. OffsetCommit/OffsetFetch stop before the
 # versions that name topics by id; OffsetCommit starts at 2 as Kafka 4 does.
@@ -15,7 +15,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     JOIN_GROUP.key: (0, 9), SYNC_GROUP.key: (0, 5), HEARTBEAT.key: (0, 4), LEAVE_GROUP.key: (0, 5),
     OFFSET_COMMIT.key: (2, 9), OFFSET_FETCH.key: (1, 9), LIST_GROUPS.key: (0, 5),
     DESCRIBE_GROUPS.key: (0, 5), DELETE_GROUPS.key: (0, 2), SASL_HANDSHAKE.key: (0, 1), SASL_AUTHENTICATE.key: (0, 2),
-    CONSUMER_GROUP_HEARTBEAT.key: (0, 1), CONSUMER_GROUP_DESCRIBE.key: (0, 1),
+    CONSUMER_GROUP_HEARTBEAT.key: (0, 1), CONSUMER_GROUP_DESCRIBE.key: (0, 1), OFFSET_DELETE.key: (0, 0),
 }
 # The APIs clients send only to a partition's leader. Some clients apply the bootstrap
 # server's ApiVersions to every broker (KafkaJS does, and stops a consumer whose broker lacks
@@ -27,4 +27,4 @@ LEADER_ONLY: dict[int, tuple[int, int]] = {
     PRODUCE.key: (3, 9), FETCH.key: (4, 12), LIST_OFFSETS.key: (1, 6), OFFSET_FOR_LEADER_EPOCH.key: (2, 4)}
 # the APIs whose handlers may answer with a coroutine or a Pending (they wait for something)
 WAITS = frozenset({JOIN_GROUP.key, SYNC_GROUP.key, OFFSET_COMMIT.key, OFFSET_FETCH.key, DELETE_GROUPS.key,
-                   CONSUMER_GROUP_HEARTBEAT.key})
+                   CONSUMER_GROUP_HEARTBEAT.key, OFFSET_DELETE.key})

@@ -10,7 +10,7 @@ beside a cluster, the gateway relays from the brokers.
 | Metadata, DescribeCluster | relayed; the brokers rewritten to our node ports, our coordinator nodes added to Metadata |
 | share groups' heartbeat, describe and offsets (KIP-932) | relayed to the broker that coordinates the group (asked of the cluster, remembered) |
 | ShareFetch, ShareAcknowledge | relayed to the leader's node port; their node endpoints rewritten |
-| OffsetDelete, TxnOffsetCommit, streams groups | refused: not advertised, and closed if sent (see REFUSED) |
+| TxnOffsetCommit, streams groups | refused: not advertised, and closed if sent (see REFUSED) |
 | everything else | relayed as bytes to the connection's broker |
 
 With ACLs on (`acls`), what is relayed is authorized first for the client's principal
@@ -40,11 +40,11 @@ from .authorize import AUTHORIZED, Authorization, Refused
 from .nodes import Gateway
 
 # Not relayed, not advertised. Group state the brokers' coordinator would keep apart from
-# ours: OffsetDelete (47; ours is to come), TxnOffsetCommit (28: exactly-once commits are
+# ours: TxnOffsetCommit (28: exactly-once commits are
 # written by the transaction's markers into the brokers' own offsets topic, which
 # groupkeeper never reads, so they cannot be made correct here; the client is told the
 # broker does not support it, as a broker without it would) and the streams groups (88, 89).
-REFUSED = frozenset({28, 47, 88, 89})
+REFUSED = frozenset({28, 88, 89})
 REWRITTEN_HERE = (METADATA.key, FIND_COORDINATOR.key, DESCRIBE_CLUSTER.key, PRODUCE.key, FETCH.key,
                   SHARE_FETCH.key, SHARE_ACKNOWLEDGE.key)
 # share groups' APIs that go to the group's coordinator at the brokers (KIP-932): routed by group
