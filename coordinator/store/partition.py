@@ -501,7 +501,7 @@ class PartitionStore:
                             self._nodes.discard(path)
                         else:
                             await self._delete_nodes([f"{path}/{name}" for name in names] + [path])
-                            for name in names:
+                            for name in filter(str.isdigit, names):  # shards (anything else was not ours)
                                 self._shard_bytes.pop((group, topic, int(name)), None)
                                 self._paths.pop((group, topic, int(name)), None)
                             gone += 1
