@@ -21,6 +21,7 @@ generation), and OffsetFetch returns every commit acknowledged to it.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import os
@@ -35,14 +36,15 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol import RequestHeader, decode_response, encode_request, error_name
+from protocol import RequestHeader, decode_response, encode_request, encode_response, error_name
 from protocol.consumer import decode_assignment, encode_subscription
 from protocol.messages import build
-from protocol.schemas import HEARTBEAT, JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH, SUBSCRIPTION, SYNC_GROUP
+from protocol.schemas import HEARTBEAT, JOIN_GROUP, METADATA, OFFSET_COMMIT, OFFSET_FETCH, SUBSCRIPTION, SYNC_GROUP
 
 from . import profile
 
-VERSIONS = {HEARTBEAT.key: 4, JOIN_GROUP.key: 9, SYNC_GROUP.key: 5, OFFSET_COMMIT.key: 8, OFFSET_FETCH.key: 8}
+VERSIONS = {HEARTBEAT.key: 4, JOIN_GROUP.key: 9, SYNC_GROUP.key: 5, OFFSET_COMMIT.key: 8, OFFSET_FETCH.key: 8,
+            METADATA.key: 12}
 CLIENT_ID = "groupkeeper-bench"
 ADDRESSES_PER_SOURCE = 20_000  # connections from one loopback source address (ephemeral ports)
 IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linux's value
@@ -77,7 +79,7 @@ class Plan:
     duration: float = 5.0
     warmup: float = 1.0
     commit_interval: float = 0.0  # seconds between a member's commits; 0: none
-    requests: str = "heartbeat"  # what the as-fast-as-possible mode sends: heartbeat | commit
+    requests: str = "heartbeat"  # what the as-fast-as-possible mode sends: heartbeat | commit | metadata
     partitions_per_member: int = 10
     join: bool = True  # False (a reference server): members take made-up ids and partitions
     rejoin: bool = False  # after the window, every member rejoins at once: the full-rebalance time
@@ -495,6 +497,52 @@ class Generator:
                 errors[error_name(code)] += 1
         return errors
 
+    # -- Metadata, as fast as possible ---------------------------------------------------
+
+    def pipelined_metadata(self, start: float, end: float) -> dict:
+        """Each connection keeps `pipeline` Metadata requests for every topic in flight (v12,
+        as librdkafka asks), each answer checked against the first: the same bytes but for
+        its correlation id, since nothing changes meanwhile. Returns what the answer holds."""
+        version = VERSIONS[METADATA.key]
+        base = encode_request(RequestHeader(METADATA.key, version, 0, CLIENT_ID), build(METADATA.request.struct, {
+            "topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}))
+        first: list[bytes] = []
+
+        def ask(conn: LoadConnection, now: float) -> None:
+            conn.correlation += 1
+            self.send_frame(conn, base[:8] + _I32.pack(conn.correlation) + base[12:], now, answered(conn.correlation))
+
+        def answered(correlation: int):
+            def on_answer(conn: LoadConnection, frame: bytes, sent: float, now: float) -> None:
+                if not first:
+                    first.append(frame[4:])
+                good = _I32.unpack_from(frame)[0] == correlation and frame[4:] == first[0]
+                if self.measuring:
+                    self.stats.answer("metadata", now - sent, None if good else {"answer differs": 1})
+                if self.sending:
+                    ask(conn, now)
+            return on_answer
+
+        for conn in self.connections.values():
+            for _ in range(self.plan.pipeline):
+                ask(conn, time.perf_counter())
+        now = time.perf_counter()
+        while now < end:
+            self._window(now, start)
+            self.poll(0.1)
+            now = time.perf_counter()
+        self._window(now, start, closing=True)
+        self.sending = False
+        self._answered(lambda c: c.waiting, "metadata requests")
+        _, answer = decode_response(METADATA.key, version, bytes(4) + first[0])
+        found = {"version": version, "bytes": 8 + len(first[0]), "brokers": len(answer.brokers),
+                 "topics": len(answer.topics), "partitions": sum(len(t.partitions) for t in answer.topics),
+                 "leaderless": sum(p.leader_id < 0 for t in answer.topics for p in t.partitions)}
+        # what two coordinators of the same cluster answer alike: all but their own nodes (their ports)
+        answer.brokers = [b for b in answer.brokers if b.node_id < 1_000_000_000]
+        same = encode_response(RequestHeader(METADATA.key, version, 0, None), answer)
+        return {**found, "sha256": hashlib.sha256(same).hexdigest()}
+
     # -- on schedule (and pipelined commits) ---------------------------------------------
 
     def scheduled(self, start: float, end: float) -> None:
@@ -717,7 +765,9 @@ def run(plan: Plan) -> dict:
     start = time.perf_counter() + plan.warmup
     end = start + plan.duration
     mine = resource.getrusage(resource.RUSAGE_SELF)
-    if plan.rate == 0 and plan.requests == "heartbeat" and not plan.commit_interval:
+    if plan.requests == "metadata":
+        result["metadata"] = gen.pipelined_metadata(start, end)
+    elif plan.rate == 0 and plan.requests == "heartbeat" and not plan.commit_interval:
         gen.pipelined_heartbeats(start, end)
     else:
         gen.scheduled(start, end)

@@ -8,6 +8,10 @@ coordinator and the references share one core; the generator (and ZooKeeper) the
 
 Without load options, the standard loads run, each with the target it is held to; with
 them, the one load they describe.
+
+The Metadata load (10) runs against two coordinators of the same code: with its cache of
+encoded answers, and with it turned off (GROUPKEEPER_METADATA_CACHE_BYTES=0: every answer
+made afresh, as before the cache), over a registry of 1,000 partitions with their leaders.
 """
 
 from __future__ import annotations
@@ -17,17 +21,24 @@ import os
 import subprocess
 import sys
 import tempfile
+import timeit
+import uuid
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ...topics_admin import RegistryAdmin
 from coordinator.store.zkserver import ZooKeeperServer, free_port
+from coordinator.topics.zookeeper import topic_data
 from ..process import NotStarted, RunProcess, raise_open_files
 from .generator import Plan
 
 TOPIC = "load"
 SERVER_CPUS, LOAD_CPUS = {0}, {1}  # the coordinator (and references); the generator and ZooKeeper
 CONFIG = {"max_connections": 60_000, "max_connections_per_ip": 60_000}
+# the Metadata load's cluster: brokers, topics x partitions (replication factor 3, leaders known)
+METADATA_BROKERS, METADATA_TOPICS, METADATA_PARTITIONS = 3, 10, 100
+UNCACHED = {"GROUPKEEPER_METADATA_CACHE_BYTES": "0"}  # the coordinator without its Metadata cache
 
 
 class LoadBenchError(Exception):
@@ -45,7 +56,7 @@ class Target:
 class Load:
     name: str
     plan: Plan
-    reference: str | None  # "framing" | "group commit" | None
+    reference: str | None  # "framing" | "group commit" | "uncached" (Metadata made afresh) | None
     targets: list[Target] = field(default_factory=list)
 
 
@@ -105,6 +116,16 @@ def standard() -> list[Load]:
                      "ratio >= 0.25"),
               Target("last JoinGroup to last SyncGroup, s (load 7's goal x 10: linear)", "<= 2.5",
                      "ours['rejoin_s'] <= 2.5")]),
+        Load(f"Metadata for every topic, {METADATA_TOPICS * METADATA_PARTITIONS:,} partitions, nothing changing "
+             "(4 connections x 4 in flight): cached, beside the path without the cache",
+             _plan(groups=1, members=4, connections=4, pipeline=4, duration=5, requests="metadata", join=False,
+                   verify=False), "uncached",
+             [Target("answers/s over the path without the cache", ">= 10", "ratio >= 10"),
+              Target("the same answer as the path without the cache, every time", "yes",
+                     "ours['metadata']['sha256'] == ref['metadata']['sha256'] and not ours['apis']['metadata']"
+                     "['errors'] and not ref['apis']['metadata']['errors']"),
+              Target("partitions answered", f"{METADATA_TOPICS * METADATA_PARTITIONS:,}",
+                     f"ours['metadata']['partitions'] == {METADATA_TOPICS * METADATA_PARTITIONS}")]),
     ]
 
 
@@ -142,9 +163,10 @@ _PINNING = (SERVER_CPUS | LOAD_CPUS) <= os.sched_getaffinity(0)
 class _Zookeeper:
     """A temporary ZooKeeper with the load's topic, on the load's core."""
 
-    def __init__(self, work: Path, partitions: int):
+    def __init__(self, work: Path, partitions: int, metadata: bool = False):
         self.server = ZooKeeperServer(work / "zookeeper", free_port(), heap_mb=1024)
         self.partitions = partitions
+        self.metadata = metadata  # the Metadata load's cluster instead of the one topic
 
     def __enter__(self) -> str:
         mine = os.sched_getaffinity(0)
@@ -155,24 +177,66 @@ class _Zookeeper:
         finally:
             os.sched_setaffinity(0, mine)
         with RegistryAdmin(self.server.connect_string) as admin:
-            admin.create_topic(TOPIC, self.partitions)
+            if self.metadata:
+                _metadata_cluster(admin)
+            else:
+                admin.create_topic(TOPIC, self.partitions)
         return self.server.connect_string
 
     def __exit__(self, *exc) -> None:
         self.server.stop()
 
 
-def _ours(load: Load, work: Path, profile: Path | None) -> dict:
+def _metadata_cluster(admin: RegistryAdmin) -> None:
+    """Brokers, and topics whose partitions each have three replicas and a leader, written
+    as ZooKeeper-mode Kafka writes them (the brokers themselves never run)."""
+    zk = admin.client
+    for b in range(METADATA_BROKERS):
+        zk.create(f"/brokers/ids/{b}", json.dumps({"host": f"kafka-{b}.bench.invalid", "port": 9092}).encode(),
+                  makepath=True)
+    zk.create("/cluster/id", b'{"version":"1","id":"YmVuY2gtbWV0YWRhdGEtaQ"}', makepath=True)
+    zk.create("/controller", b'{"version":1,"brokerid":0,"timestamp":"0"}')
+    for t in range(METADATA_TOPICS):
+        topic = f"{TOPIC}-{t:02d}"
+        replicas = {p: [(p + r) % METADATA_BROKERS for r in range(3)] for p in range(METADATA_PARTITIONS)}
+        # fixed topic ids: both coordinators of the load answer the same bytes
+        zk.create(f"/brokers/topics/{topic}", topic_data(replicas, uuid.UUID(int=t + 1)), makepath=True)
+        zk.ensure_path(f"/brokers/topics/{topic}/partitions")
+        waits = [zk.create_async(f"/brokers/topics/{topic}/partitions/{p}") for p in replicas]
+        waits += [zk.create_async(f"/brokers/topics/{topic}/partitions/{p}/state", json.dumps(
+            {"controller_epoch": 1, "leader": r[0], "version": 1, "leader_epoch": 4, "isr": r}).encode())
+            for p, r in replicas.items()]
+        for wait in waits:
+            wait.get(timeout=30)
+
+
+@contextmanager
+def _environment(changes: dict[str, str] | None):
+    """`changes` in this process's environment meanwhile: the coordinator started inherits them."""
+    before = {k: os.environ.get(k) for k in changes or {}}
+    os.environ.update(changes or {})
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _ours(load: Load, work: Path, profile: Path | None, environment: dict[str, str] | None = None) -> dict:
     plan = load.plan
     partitions = min(10_000, plan.partitions_per_member * -(-plan.members // plan.groups))
-    with _Zookeeper(work, partitions) as zookeeper:
+    with _Zookeeper(work, partitions, metadata=plan.requests == "metadata") as zookeeper:
         port = free_port()
         config = work / "groupkeeper.toml"
         config.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in CONFIG.items()))
         run = RunProcess(["--config", str(config), "--zookeeper", zookeeper, "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
                           "--metrics-listen", "", "--data-dir", str(work / "data")])
         try:
-            run.start(work / "groupkeeper.log", preexec_fn=_pin(SERVER_CPUS))
+            with _environment(environment):
+                run.start(work / "groupkeeper.log", preexec_fn=_pin(SERVER_CPUS))
             return _generate(replace(plan, port=port, server_pid=run.process.pid,
                                      profile=str(profile) if profile else ""))
         except NotStarted as exc:
@@ -208,8 +272,45 @@ def _group_commit(load: Load, work: Path) -> dict:
 def _headline(load: Load, result: dict) -> tuple[str, float | None]:
     """The API a load is about (commits when it sends nothing else) and its rate in `result`."""
     plan = load.plan
-    api = "offset_commit" if plan.requests == "commit" or (not plan.rate and plan.commit_interval) else "heartbeat"
+    api = ("metadata" if plan.requests == "metadata" else
+           "offset_commit" if plan.requests == "commit" or (not plan.rate and plan.commit_interval) else "heartbeat")
     return api, result["apis"].get(api, {}).get("per_second")
+
+
+def gateway_rewrites(partitions: int = METADATA_TOPICS * METADATA_PARTITIONS, rounds: int = 30) -> dict:
+    """In this process: a broker's all-topics Metadata answer of `partitions` (the load's
+    cluster) rewritten through the gateway afresh, and again when the same bytes come back
+    (`Gateway._metadata_rewriter`), microseconds each."""
+    from coordinator.gateway import rewrite
+    from coordinator.gateway.nodes import Gateway
+    from coordinator.gateway.ports import PortScheme
+    from coordinator.listeners import Listener
+    from coordinator.topics.brokers import BrokerTopics
+    from protocol import RequestHeader, encode_response, messages as m
+    from protocol.schemas import METADATA
+
+    listener = Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092)
+    gateway = Gateway(BrokerTopics([("127.0.0.1", 9)], 5.0), [(listener, listener)], PortScheme(9092, 9092, 1),
+                      lambda name: [(1_000_000_001, "127.0.0.1", 9092)], set())
+    gateway.open = set(range(METADATA_BROKERS))
+    brokers = list(range(METADATA_BROKERS))
+    per_topic = -(-partitions // METADATA_TOPICS)
+    answer = encode_response(RequestHeader(METADATA.key, 12, 1, None), m.MetadataResponse(
+        brokers=[m.MetadataResponseBroker(node_id=b, host=f"kafka-{b}.bench.invalid", port=9092) for b in brokers],
+        cluster_id="bench", controller_id=0, topics=[m.MetadataResponseTopic(name=f"{TOPIC}-{t:02d}", partitions=[
+            m.MetadataResponsePartition(partition_index=p, leader_id=p % 3, leader_epoch=4,
+                                        replica_nodes=[(p + i) % 3 for i in brokers],
+                                        isr_nodes=[(p + i) % 3 for i in brokers]) for p in range(per_topic)])
+            for t in range(METADATA_TOPICS)]))[4:]
+    exposed, extra = gateway.exposed(listener.name), gateway.coordinator_nodes(listener.name)
+    made = min(timeit.repeat(lambda: rewrite.rewrite_frame(METADATA.key, 12, answer, exposed, extra),
+                             number=rounds, repeat=3)) / rounds
+    rewriter = gateway._rewriter(METADATA.key, 12, listener.name)
+    first = rewriter(answer)
+    remembered = min(timeit.repeat(lambda: rewriter(answer), number=rounds * 30, repeat=3)) / (rounds * 30)
+    assert rewriter(answer) == first == rewrite.rewrite_frame(METADATA.key, 12, answer, exposed, extra)
+    return {"rewritten_us": round(made * 1e6, 1), "remembered_us": round(remembered * 1e6, 2),
+            "ratio": round(made / remembered, 1), "bytes": len(answer) + 4}
 
 
 def run_load(load: Load, profile: Path | None = None) -> dict:
@@ -223,6 +324,10 @@ def run_load(load: Load, profile: Path | None = None) -> dict:
             ref = _framing(load)
         elif load.reference == "group commit":
             ref = _group_commit(load, work / "reference")
+        elif load.reference == "uncached":
+            ref = _ours(load, work / "reference", None, UNCACHED)
+    if load.plan.requests == "metadata":
+        ours["gateway"] = gateway_rewrites()
     api, mine = _headline(load, ours)
     theirs = _headline(load, ref)[1] if ref else None
     ratio = mine / theirs if mine and theirs else None
@@ -276,6 +381,19 @@ def table(results: list[dict]) -> str:
                     + f"; generator CPU {ours.get('generator_cpu')}"
                     + (f"; join {ours['join_s']} s" if "join_s" in ours else "")
                     + (f"; rejoin {ours['rejoin_s']} s" if "rejoin_s" in ours else ""))
+        if "metadata" in ours:
+            md, gw = ours["metadata"], ours.get("gateway") or {}
+            rows.append(f"  answer: {md['partitions']:,} partitions ({md['leaderless']} without a leader) of "
+                        f"{md['topics']} topics, {md['brokers']} nodes, {md['bytes']:,} bytes (v{md['version']})"
+                        + ("; the same bytes as the path without the cache" if ref and ref.get("metadata", {}).get(
+                            "sha256") == md["sha256"] else "; NOT the same bytes as without the cache" if ref else ""))
+            without = _per_answer(ref.get("server") or {}, ref["apis"][api]) if ref else None
+            rows.append(f"  coordinator CPU per answer: {_per_answer(server, a)}"
+                        + (f", without the cache {without}" if without else ""))
+            if gw:
+                rows.append(f"  gateway (in this process): a broker's answer of {gw['bytes']:,} bytes rewritten "
+                            f"{gw['rewritten_us']:,} us, the same answer again {gw['remembered_us']} us "
+                            f"({gw['ratio']}x)")
         if "verify" in ours:
             v = ours["verify"]
             rows.append(f"  after: not in generation {v['not_in_generation'] or 0}, "
@@ -284,6 +402,13 @@ def table(results: list[dict]) -> str:
             rows.append(f"  [{'met' if t['met'] else 'MISSED'}] {t['what']} {t['goal']}")
         rows.append("")
     return "\n".join(rows)
+
+
+def _per_answer(server: dict, api: dict) -> str:
+    """Microseconds of the coordinator's CPU per answer over the window."""
+    if not server.get("cpu") or not api.get("per_second"):
+        return "unknown"
+    return f"{server['cpu'] / api['per_second'] * 1e6:,.0f} us"
 
 
 def _cpu(server: dict) -> str:
