@@ -78,6 +78,9 @@ KEYS: dict[str, tuple[type, Any]] = {
     "offsets_retention_minutes": (float, 10080.0),  # 7 days, from when the group became empty
     "offsets_retention_check_interval_ms": (int, 600_000),
     "embedded_zookeeper_heap_mb": (int, 512),  # -Xmx of the embedded ZooKeeper
+    # ZooKeeper heap all groups may hold (store/budget.py); 0: derived from embedded_zookeeper_heap_mb
+    "zookeeper_data_budget_bytes": (int, 0),
+    "zookeeper_data_budget_per_client_bytes": (int, 0),  # of it, one principal's or address's; 0: half
     "strict_assignment": (bool, False),
     "shutdown_grace": (float, 5.0),
     "max_request_bytes": (int, 100 * 1024 * 1024),
@@ -105,6 +108,8 @@ RANGES: dict[str, tuple[int, int]] = {
     "offset_commit_max_partitions": (1, 1_000_000),
     "group_max_offset_metadata_bytes": (4096, 64 * 1024 * 1024),
     "embedded_zookeeper_heap_mb": (64, 65536),
+    "zookeeper_data_budget_bytes": (0, 1 << 50),
+    "zookeeper_data_budget_per_client_bytes": (0, 1 << 50),
     "metadata_max_age_ms": (100, 3_600_000),
     "metrics_lag_partition_series": (0, 100_000),
     "lag_refresh_interval_ms": (1_000, 86_400_000),

@@ -48,6 +48,7 @@ from .topics.log_ends import LogEndPoller, LogEnds
 from .topics.zookeeper import ZooKeeperTopics
 from .store.session import SessionGuard
 from .store.zkserver import ZooKeeperServer, data_bytes
+from .store.budget import Budget, derived_budget
 
 
 ZOOKEEPER_DATA_INTERVAL = 5.0  # seconds between readings of how much data ZooKeeper holds
@@ -267,6 +268,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             coordinator = Coordinator(zk, guard, topics, membership, _group_config(config), classic_assignors,
                                       config["strict_assignment"], events, consumer_assignors)
             guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
+            budget = coordinator.writer.budget = _data_budget(config, lambda: coordinator.group_partitions, log)
             log_ends = LogEnds()  # where partitions' logs end, and each partition's recent commits: for lag
             windows = lag.CommitWindows(log_ends)
             if config["metrics_listen"]:
@@ -304,7 +306,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             if gateway is not None:
                 await nursery.start(gateway.run, server)
             heap = config["embedded_zookeeper_heap_mb"] * 1024 * 1024 if not config["zookeeper"] else None
-            nursery.start_soon(_watch_zookeeper_data, hosts, heap, log)
+            nursery.start_soon(_watch_zookeeper_data, hosts, heap, log, budget.total)
             if config["metrics_listen"]:  # consumer lag, from the ends the gateway sees and the leaders'
                 if gateway is not None:
                     gateway.log_ends = log_ends
@@ -418,12 +420,15 @@ def _address(text: str) -> tuple[str, int]:
         raise StartupError(str(exc)) from None
 
 
-async def _watch_zookeeper_data(hosts: str, heap: int | None, log) -> None:
+async def _watch_zookeeper_data(hosts: str, heap: int | None, log, budget: int | None = None) -> None:
     """Export how much data ZooKeeper holds, and warn when the embedded one's data passes a
-    third of its heap (the data tree, snapshots being written and request buffers share it)."""
+    third of its heap (the data tree, snapshots being written and request buffers share it),
+    and when it passes the groups' data budget: the budget counts more than ZooKeeper's figure
+    does (store/budget.py), so something else fills it (another application, an external
+    ensemble's other users), which the budget cannot refuse."""
     if heap is not None:
         metrics.ZOOKEEPER_HEAP.set(heap)
-    warned = False
+    warned = over = False
     while True:
         # abandoned if cancelled: a hung server takes a second per address to time out, which
         # shutdown does not wait for
@@ -435,7 +440,28 @@ async def _watch_zookeeper_data(hosts: str, heap: int | None, log) -> None:
                     log.warning("zookeeper data nears its heap", data_bytes=held, heap_bytes=heap,
                                 hint="raise embedded_zookeeper_heap_mb, or lower the group limits")
                 warned = held > heap / 3
+            if budget is not None:
+                if held > budget and not over:
+                    log.warning("zookeeper holds more than the groups' data budget", data_bytes=held,
+                                budget_bytes=budget, hint="what is not the groups' own (ZooKeeper's figure "
+                                "leaves out its overhead, which the budget counts) is filling it")
+                over = held > budget
         await trio.sleep(ZOOKEEPER_DATA_INTERVAL)
+
+
+def _data_budget(config: dict[str, Any], partitions, log) -> Budget:
+    """What all groups may make ZooKeeper hold (store/budget.py), as configured or derived from
+    the embedded ZooKeeper's heap; exported and logged."""
+    total, source = config["zookeeper_data_budget_bytes"], "zookeeper_data_budget_bytes"
+    if not total:
+        total, source = derived_budget(config["embedded_zookeeper_heap_mb"] * 1024 * 1024), "embedded_zookeeper_heap_mb"
+    budget = Budget(total, config["zookeeper_data_budget_per_client_bytes"] or total // 2, partitions)
+    metrics.ZOOKEEPER_BUDGET.set_function(budget.limit)
+    metrics.ZOOKEEPER_BUDGET_USED.set_function(lambda: budget.used)
+    log.info("zookeeper data budget", budget_bytes=budget.total, per_client_bytes=budget.per_client, source=source,
+             **({"hint": "an external ensemble: set zookeeper_data_budget_bytes from its heap (docs/operations.md)"}
+                if config["zookeeper"] and source != "zookeeper_data_budget_bytes" else {}))
+    return budget
 
 
 def _group_config(config: dict[str, Any]) -> GroupConfig:

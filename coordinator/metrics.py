@@ -96,6 +96,17 @@ ZOOKEEPER_HEAP = Gauge("groupkeeper_zookeeper_heap_bytes",
                        registry=REGISTRY)
 ZOOKEEPER_CONNECTED = Gauge("groupkeeper_zookeeper_connected",
                             "1 while the ZooKeeper session is connected, else 0.", registry=REGISTRY)
+ZOOKEEPER_BUDGET = Gauge("groupkeeper_zookeeper_budget_bytes",
+                         "This instance's share of the ZooKeeper data budget (zookeeper_data_budget_bytes x the "
+                         "group-partitions it owns / all of them).", registry=REGISTRY)
+ZOOKEEPER_BUDGET_USED = Gauge("groupkeeper_zookeeper_budget_used_bytes",
+                              "ZooKeeper heap the groups of this instance's group-partitions hold, estimated, and "
+                              "commits accepted but not yet written reserve.", registry=REGISTRY)
+ZOOKEEPER_BUDGET_REFUSALS = Counter(
+    "groupkeeper_zookeeper_budget_refusals_total",
+    "Writes refused for the ZooKeeper data budget, by the limit: total (offsets past their part of the "
+    "instance's share), client (past the client's share), records (a group record past the share).",
+    ["limit"], registry=REGISTRY)
 GROUP_LOAD_SECONDS = Histogram("groupkeeper_group_load_duration_seconds",
                                "Loading one group-partition (its groups and offsets) after taking it.",
                                buckets=_SECONDS, registry=REGISTRY)

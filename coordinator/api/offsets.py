@@ -12,7 +12,7 @@ from protocol.schemas import OFFSET_COMMIT, OFFSET_FETCH
 from .. import metrics
 from ..cluster.ownership import Owned
 from ..security.acls.authorizer import Operation, ResourceType
-from ..security.client import Client
+from ..security.client import ANONYMOUS, Client
 from ..serving.pending import Deferred, Pending
 from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error_code
 from .access import MAX_TOPIC_NAME, ApiPart
@@ -62,13 +62,16 @@ class OffsetApi(ApiPart):
             return answer(lambda topic, p: refused.get((topic, p), E.NONE))
         pending, started = Pending(), time.perf_counter()
 
-        def done(error: Exception | None) -> None:
+        def done(error: Exception | None) -> None:  # `entries` as it is once submitted (below)
             pending.resolve(partial(self._committed, request, entries, refused, answer, started, error))
         try:
-            route.store.submit(request.group_id, entries, done)
+            over = route.store.submit(request.group_id, entries, done, budget_payer(client))
         except STORE_FAILURES as exc:
             code = store_error_code(exc)
             return answer(lambda topic, p: code)
+        if over:  # past the ZooKeeper data budget: these would have made its data larger, the others go on
+            refused.update(dict.fromkeys(over, E.INVALID_COMMIT_OFFSET_SIZE))
+            entries = {key: entry for key, entry in entries.items() if key not in refused}
         return pending
 
     def _committed(self, request, entries, refused, answer, started: float, error: Exception | None):
@@ -148,6 +151,12 @@ class OffsetApi(ApiPart):
             result.append((name, [(p, *(_entry(have[p]) if p in have else (-1, -1, "")), E.NONE)
                                   for p in parts]))
         return group_id, E.NONE, result
+
+
+def budget_payer(client: Client) -> str:
+    """Whom the ZooKeeper data a commit adds is charged to: its principal once authenticated,
+    else its address (every unauthenticated client is User:ANONYMOUS)."""
+    return client.principal if client.principal != ANONYMOUS else client.host
 
 
 def _entry(entry) -> tuple[int, int, str | None]:

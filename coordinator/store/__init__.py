@@ -9,6 +9,7 @@
 | `partition.py` | `PartitionStore`: one group-partition's groups and committed offsets |
 | `writer.py` | `OffsetWriter`: group commit across group-partitions (it knows stores as `Batches`) |
 | `errors.py` | the store's failures and what each tells a Kafka client: the store's boundary |
+| `budget.py` | the ZooKeeper data budget: what the groups hold in ZooKeeper's heap, and who made it grow |
 | `multiread.py` | many reads in one request |
 | `protection.py` | our znodes protected by ZooKeeper ACLs (digest) |
 | `blocking.py` | synchronous kazoo for short-lived processes (the CLIs), never on trio's thread |

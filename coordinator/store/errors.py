@@ -29,6 +29,16 @@ class CommitTooLarge(StoreError):
     """A commit that would take its group's offset metadata over its bound: INVALID_COMMIT_OFFSET_SIZE."""
 
 
+class OverBudget(CommitTooLarge):
+    """A commit whose every partition would take ZooKeeper's data past the data budget (this
+    instance's share, or its client's): INVALID_COMMIT_OFFSET_SIZE, nothing written."""
+
+
+class RecordOverBudget(StoreError):
+    """A group record that would take ZooKeeper's data past the data budget, not written:
+    GROUP_MAX_SIZE_REACHED, as for a group past group_max_record_bytes."""
+
+
 FAILURES = (NotOwner, StoreUnavailable, StoreError)  # what a store's operation may raise
 
 
@@ -40,6 +50,8 @@ def error_code(exc: Exception) -> ErrorCode:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if isinstance(exc, CommitTooLarge):
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    if isinstance(exc, RecordOverBudget):
+        return ErrorCode.GROUP_MAX_SIZE_REACHED
     if isinstance(exc, StoreError):
         return ErrorCode.UNKNOWN_SERVER_ERROR
     raise TypeError(f"not a store error: {exc!r}")

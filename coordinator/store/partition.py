@@ -46,6 +46,7 @@ from kazoo.protocol.serialization import SetData
 from .. import logs
 from . import layout
 from .bridge import ZooKeeperBridge
+from .budget import Ledger, refusal
 from .multiread import CHILDREN, GET
 from .errors import CommitTooLarge, NotOwner, RolledBack, StoreError, StoreUnavailable
 from .fence import Fence, check, fenced_commit
@@ -114,7 +115,10 @@ class PartitionStore:
         self.durable: dict[str, dict[str, dict[int, OffsetEntry]]] = {}
         # the same with every write in flight applied: what the next shard writes build on
         self._latest: dict[str, dict[str, dict[int, OffsetEntry]]] = {}
-        self._shard_bytes: dict[ShardKey, int] = {}  # each shard's last written size
+        # what this group-partition's groups hold in ZooKeeper, against the instance's data budget
+        self.ledger = Ledger(self.partition, writer.budget)
+        # each shard's last written size (the ledger counts every change of it)
+        self._shard_bytes: dict[ShardKey, int] = self.ledger.shards
         self._nodes: set[str] = set()  # znodes under this partition known to exist, but chunks
         self._chunks: dict[str, set[str]] = {}  # group -> its record's chunk znodes known to exist
         self._listed: set[str] = set()  # groups whose record/ children are all in _chunks
@@ -163,6 +167,7 @@ class PartitionStore:
                 chunked[group] = [f"{path}/record/{name}" for name in record]
             elif record is not None:
                 self.groups[group] = record
+                self.ledger.record(group, len(data))
             if _absent(offsets):
                 continue
             self._nodes.add(path + "/offsets")
@@ -208,6 +213,7 @@ class PartitionStore:
             self._nodes.add(layout.record_path(self.partition, group))
             self._chunks[group] = set(paths)
             self.groups[group] = layout.decode_record(b"".join(data for data, _ in parts))
+            self.ledger.record(group, sum(len(data) for data, _ in parts), len(parts))
 
     # -- handing over ----------------------------------------------------------------------
 
@@ -234,11 +240,16 @@ class PartitionStore:
         self._begin()
         try:
             data = await _compress(metadata)
+            path = layout.group_path(self.partition, group)
+            inline = len(data) + 2 * len(path) <= layout.RECORD_CHUNK_BYTES
+            chunks = 0 if inline else -(-len(data) // (layout.RECORD_CHUNK_BYTES - 4 * len(path)))
             async with self._one_write(group):
-                if len(data) + 2 * len(layout.group_path(self.partition, group)) <= layout.RECORD_CHUNK_BYTES:
+                self.ledger.check_record(group, len(data), chunks)  # RecordOverBudget: nothing written
+                if inline:
                     await self._write_inline(group, data)
                 else:
                     await self._write_chunked(group, data)
+                self.ledger.record(group, len(data), chunks)
             self.groups[group] = metadata
         finally:
             self._end()
@@ -370,6 +381,7 @@ class PartitionStore:
         for key in [key for key in self._paths if key[0] == group]:
             del self._paths[key]
             self._shard_bytes.pop(key, None)
+        self.ledger.forget(group)  # what it held (shards loaded, never written here, included)
 
     async def _delete_nodes(self, paths: list[str], chunks: set[str] | None = None) -> None:
         """Delete `paths` (each after its children) in fenced multi() calls of at most
@@ -546,30 +558,49 @@ class PartitionStore:
 
     # -- offsets --------------------------------------------------------------------------
 
-    async def commit_offsets(self, group: str, entries: dict[tuple[str, int], OffsetEntry]) -> None:
+    async def commit_offsets(self, group: str, entries: dict[tuple[str, int], OffsetEntry],
+                             client: str | None = None) -> None:
         """Durably store `entries` ((topic, partition) -> entry); returns once ZooKeeper has
-        confirmed them. Raises NotOwner, StoreUnavailable or StoreError otherwise."""
+        confirmed them. Raises NotOwner, StoreUnavailable or StoreError otherwise; OverBudget
+        once the others are stored when the data budget refused some (`submit`)."""
         done, outcome = trio.Event(), []
 
         def finished(error: Exception | None) -> None:
             outcome.append(error)
             done.set()
-        self.submit(group, entries, finished)
+        refused = self.submit(group, entries, finished, client)
         await done.wait()
         if outcome[0] is not None:
             raise outcome[0]
+        if refused:
+            raise refusal(group, self.ledger.budget, len(refused))
 
     def submit(self, group: str, entries: dict[tuple[str, int], OffsetEntry],
-               on_done: Callable[[Exception | None], None]) -> None:
+               on_done: Callable[[Exception | None], None], client: str | None = None) -> list[tuple[str, int]]:
         """Queue `entries` for the next write, at once: commits are written in the order they
         were submitted, so a client's pipelined commits land in the order it sent them.
         `on_done(error)` is called once, in trio's thread, when the commit is durable (None)
         or has failed (NotOwner, StoreUnavailable or StoreError); nothing waits in a task for
-        it. Raises those errors when the commit cannot be queued."""
+        it. Raises those errors when the commit cannot be queued.
+
+        What the commit adds to ZooKeeper's data is charged to `client` (a principal, or an
+        address; None: no one). When it would take the data past the budget (budget.py), the
+        partitions that add to it are not written, and returned; the others are queued. When
+        that is all of them, OverBudget is raised and nothing is queued."""
         self._check_metadata(group, entries)
+        self._check_writable()  # before the budget: a store handed over refuses as not the owner
+        refused, reserved = self.ledger.admit(group, entries, self._latest.get(group), client)
+        if refused:
+            if len(refused) == len(entries):
+                raise refusal(group, self.ledger.budget, len(refused))
+            left_out = set(refused)
+            entries = {key: entry for key, entry in entries.items() if key not in left_out}
         self._begin()
+        if reserved is not None:  # what it reserved is held until it is done, then charged or given back
+            on_done = partial(_reserved_done, self.ledger, reserved, on_done)
         self._queue.append(_Commit(group, entries, on_done))
         self._offer()
+        return refused
 
     def _offer(self) -> None:
         """Tell the writer when there is a batch to write: commits queued, none in flight,
@@ -579,11 +610,14 @@ class PartitionStore:
 
     async def run_writer(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """While this runs, the instance's writer writes this group-partition's commits; when
-        it stops (the partition is gone), what ZooKeeper did not answer fails."""
+        it stops (the partition is gone), what ZooKeeper did not answer fails. Meanwhile
+        what its groups hold counts in the instance's data budget, and its share of it."""
+        self.ledger.join()
         task_status.started()
         try:
             await trio.sleep_forever()
         finally:
+            self.ledger.leave()  # what it holds moves with the group-partition (its failures below are its own)
             self._closed = self._stopped = True  # a commit that comes later is refused, not queued for no one
             self.writer.withdraw(self)
             if self._sent:  # the batch in flight
@@ -904,6 +938,13 @@ class PartitionStore:
             if self.guard.fenced:
                 raise NotOwner(f"group-partition {self.partition}: the ZooKeeper session is fenced")
             raise StoreUnavailable("the ZooKeeper connection is suspended")
+
+
+def _reserved_done(ledger: Ledger, reservation, on_done: Callable[[Exception | None], None],
+                   error: Exception | None) -> None:
+    """A commit that reserved room in the data budget is done: the ledger hears first."""
+    ledger.done(reservation, error)
+    on_done(error)
 
 
 def _max_deletes(prefix: str, used: int = 0) -> int:

@@ -27,6 +27,7 @@ import trio
 from .. import logs, metrics
 from . import layout
 from .bridge import ZooKeeperBridge
+from .budget import Budget
 
 PIPELINE_DEPTH = 2  # turns (normally one multi each) in flight at once
 
@@ -52,6 +53,9 @@ class OffsetWriter:
         self._wake = trio.Event()
         self._slots = trio.Semaphore(PIPELINE_DEPTH)
         self.multis = 0  # multi() calls sent, for the benchmark
+        # what the stores it writes for may make ZooKeeper hold, shared by them as it is (the
+        # daemon sets the configured one; none by default)
+        self.budget = Budget()
         self.log = logs.get("groupkeeper.store")
 
     def ready(self, store: Batches) -> None:

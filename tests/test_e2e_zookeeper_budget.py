@@ -1,0 +1,166 @@
+"""Issue 31's pressure on ZooKeeper's memory, against a real `groupkeeper run` and a ZooKeeper
+of the embedded one's 512 MiB heap: 10,000 partitions x 104 characters of metadata (within
+offset_commit_max_partitions and group_max_offset_metadata_bytes) committed to 129 groups
+from one address took that ZooKeeper to OutOfMemoryError. With the data budget its client is
+refused at its share, ZooKeeper stays alive, and other clients' groups are served throughout,
+new ones included; from two more addresses the budget fills, a warning comes first, and then
+what would take the data past it is refused, whoever sends it, while existing groups go on."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+
+from protocol import ErrorCode as E
+from protocol.schemas import OFFSET_COMMIT
+from tests.clients import RawConnection
+from tests.coordinator_process import CoordinatorProcess
+from tools.bench.abuse import Bystander, Target
+from coordinator.store.zkserver import ZooKeeperServer, data_bytes, four_letter_word, free_port
+
+GROUPS, PARTITIONS, METADATA = 129, 10_000, "m" * 104  # the issue's
+DEADLINE = 3.0  # seconds any answer to an ordinary client may take
+MiB = 1 << 20
+
+
+def connect(port: int, source: str) -> RawConnection:
+    """A connection from `source`, another loopback address: a client of its own for the budget."""
+    connection = RawConnection.__new__(RawConnection)
+    connection.sock = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(source, 0))
+    connection._correlation = 0
+    return connection
+
+
+def commit(connection: RawConnection, group: str, partitions: int, metadata: str) -> set[str]:
+    answer = connection.call(OFFSET_COMMIT, 7, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "topics": [{"name": "t", "partitions": [
+            {"partition_index": p, "committed_offset": p, "committed_metadata": metadata} for p in range(partitions)]}]})
+    return {E(p.error_code).name for t in answer.topics for p in t.partitions}
+
+
+def attack(port: int, source: str, prefix: str, groups: int, answers: list) -> None:
+    connection = connect(port, source)
+    try:
+        for g in range(groups):
+            answers.append(commit(connection, f"{prefix}-{g}", PARTITIONS, METADATA))
+    except OSError as exc:  # the coordinator or its ZooKeeper gave way
+        answers.append({f"connection lost: {exc}"})
+    finally:
+        connection.close()
+
+
+class Newcomers:
+    """Another client making new groups beside the pressure, each a commit of 8 partitions with
+    some metadata: what it was answered, by group."""
+
+    def __init__(self, port: int):
+        self.connection = RawConnection(port, timeout=DEADLINE)
+        self.answers: list[tuple[set[str], float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.wait(0.25):
+            n += 1
+            started = time.monotonic()
+            try:
+                codes = commit(self.connection, f"newcomer-{n}", 8, "n" * 50)
+            except OSError as exc:
+                codes = {f"no answer: {exc}"}
+            self.answers.append((codes, time.monotonic() - started))
+
+    def take(self) -> list[tuple[set[str], float]]:
+        answers, self.answers = self.answers, []
+        return answers
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.connection.close()
+
+
+def metric(coordinator: CoordinatorProcess, name: str, labels: str = "") -> float:
+    found = re.search(rf"^{name}{re.escape(labels)} (\S+)$", coordinator.scrape()[1], re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def alive(zookeeper: ZooKeeperServer) -> bool:
+    try:
+        return zookeeper.process.poll() is None and four_letter_word("127.0.0.1", zookeeper.port, b"ruok") == b"imok"
+    except OSError:
+        return False
+
+
+def test_the_issues_pressure_leaves_zookeeper_alive_and_every_other_group_served(tmp_path):
+    zookeeper = ZooKeeperServer(tmp_path / "zookeeper", free_port(), heap_mb=512)  # the embedded one's default
+    zookeeper.start()
+    coordinator = CoordinatorProcess(zookeeper, tmp_path)  # its budget derived from that heap: 64 MiB
+    bystanders, newcomers = [], None
+    try:
+        coordinator.start()
+        target = Target(("127.0.0.1", coordinator.port), DEADLINE)
+        bystanders = [Bystander(target, f"bystander-{i}") for i in range(3)]
+        for bystander in bystanders:
+            bystander.start()
+            bystander.begin()
+        newcomers = Newcomers(coordinator.port)
+
+        # one address: the issue's 129 groups, refused once it holds half the budget
+        answers: list[set[str]] = []
+        attack(coordinator.port, "127.0.0.2", "one", GROUPS, answers)
+        accepted = [a for a in answers if a == {"NONE"}]
+        assert answers[:len(accepted)] == accepted and 10 <= len(accepted) <= 20, answers
+        assert all(a == {"INVALID_COMMIT_OFFSET_SIZE"} for a in answers[len(accepted):]), answers
+        assert alive(zookeeper) and data_bytes(zookeeper.connect_string) < 64 * MiB
+        refused = coordinator.wait_for_log("zookeeper data budget: writes refused", limit="client", client="127.0.0.2")
+        assert refused["client_bytes"] <= refused["client_budget_bytes"] == 32 * MiB
+        assert metric(coordinator, "groupkeeper_zookeeper_budget_refusals_total", '{limit="client"}') == GROUPS - len(accepted)
+        assert metric(coordinator, "groupkeeper_zookeeper_budget_bytes") == 64 * MiB
+        assert 0 < metric(coordinator, "groupkeeper_zookeeper_budget_used_bytes") < 34 * MiB
+        seen = newcomers.take()
+        assert seen and all(codes == {"NONE"} and took < DEADLINE for codes, took in seen), seen  # room for others
+
+        # two more addresses: the budget fills, a warning first; then growth is refused for everyone
+        more: list[list[set[str]]] = [[], []]
+        threads = [threading.Thread(target=attack, args=(coordinator.port, source, source, GROUPS // 3, out))
+                   for source, out in zip(("127.0.0.3", "127.0.0.4"), more)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+        assert all(a in ({"NONE"}, {"INVALID_COMMIT_OFFSET_SIZE"}) for out in more for a in out), more
+        assert alive(zookeeper) and data_bytes(zookeeper.connect_string) < 64 * MiB
+        lines = coordinator.events()
+        warned = next(i for i, e in enumerate(lines) if e["event"] == "zookeeper data budget nearly used")
+        full = next(i for i, e in enumerate(lines) if e["event"] == "zookeeper data budget: writes refused"
+                    and e["limit"] == "total")
+        assert warned < full
+        used = metric(coordinator, "groupkeeper_zookeeper_budget_used_bytes")
+        assert 0.75 * 64 * MiB < used <= 0.9 * 64 * MiB
+        # small new groups still fit in what is left; one as large as the attackers' does not, from anyone
+        seen = newcomers.take()
+        assert seen and all(codes == {"NONE"} and took < DEADLINE for codes, took in seen), seen
+        refusals = metric(coordinator, "groupkeeper_zookeeper_budget_refusals_total", '{limit="total"}')
+        other = RawConnection(coordinator.port)
+        try:
+            assert commit(other, "newcomer-large", PARTITIONS, METADATA) == {"INVALID_COMMIT_OFFSET_SIZE"}
+        finally:
+            other.close()
+        assert metric(coordinator, "groupkeeper_zookeeper_budget_refusals_total", '{limit="total"}') == refusals + 1
+
+        for bystander in bystanders:  # every answer, all along: no error, none slower than DEADLINE
+            findings = bystander.end()
+            assert not findings.problems, findings.problems
+            assert findings.figures["requests"] > 50 and findings.figures["fetched_back"] == "4/4", findings.figures
+    finally:
+        if newcomers is not None:
+            newcomers.stop()
+        for bystander in bystanders:
+            bystander.stop()
+        coordinator.stop()
+        zookeeper.stop()
