@@ -1111,6 +1111,89 @@ def _storm(run: _Run, address: tuple[str, int], protocol: str, tls, mechanism: s
     return f
 
 
+# The ZooKeeper data budget (issue 31): offset commits that keep every per-request and
+# per-group limit, to ever more groups of one client. Without a budget 129 of them took a
+# 512 MiB ZooKeeper to OutOfMemoryError (about 1.5 MB of its data each).
+BUDGET_GROUPS, BUDGET_PARTITIONS, BUDGET_METADATA_CHARS = 129, 10_000, 104
+BUDGET_REFUSALS_ENOUGH = 5  # groups refused in a row: the budget holds, the rest would be refused as well
+
+
+def probe_zookeeper_budget(run: _Run) -> Findings:
+    """Commits of 10,000 partitions x 104 characters of metadata (inside offset_commit_max_partitions
+    and group_max_offset_metadata_bytes) to up to 129 groups: each acknowledged, or refused whole
+    with INVALID_COMMIT_OFFSET_SIZE once the ZooKeeper data budget is reached; ZooKeeper still
+    takes writes afterwards (a commit of moved offsets, the bystander's); the groups deleted, a
+    group refused before is taken."""
+    f = Findings()
+    topic = f"{run.tag}-budget"
+    offsets = {(topic, p): (p, "m" * BUDGET_METADATA_CHARS) for p in range(BUDGET_PARTITIONS)}
+    connections: dict[tuple[str, int], NodeConnection] = {}
+
+    def commit(group: str, moved: int = 0) -> tuple[dict[str, int], float]:
+        """One commit of the probe's offsets (moved on by `moved`): its answers by error, and its time."""
+        address = run.target.coordinator(group)
+        if address not in connections:
+            connections[address] = run.target.connect(address)
+        body = _commit_body(group, {key: (o + moved, md) for key, (o, md) in offsets.items()} if moved else offsets)
+        started = time.perf_counter()
+        try:
+            answer, = connections[address].pipeline(OFFSET_COMMIT, 8, [body])
+        except Unreachable as exc:
+            connections.pop(address).close()
+            return {f"no answer: {exc}": BUDGET_PARTITIONS}, time.perf_counter() - started
+        return _named(_errors(answer).values()), time.perf_counter() - started
+
+    accepted, refused, answers, seconds, in_a_row = [], [], Counter(), [], 0
+    try:
+        for i in range(BUDGET_GROUPS):
+            group = run.group(f"budget-{i}")
+            named, took = commit(group)
+            seconds.append(took)
+            outcome = next(iter(named)) if len(named) == 1 else "mixed"
+            answers[outcome] += 1
+            if outcome == "NONE":
+                accepted.append(group)
+                in_a_row = 0
+            elif outcome == "INVALID_COMMIT_OFFSET_SIZE":
+                refused.append(group)
+                in_a_row += 1
+                if in_a_row >= BUDGET_REFUSALS_ENOUGH:
+                    break
+            else:
+                f.problems.append(f"{group}: answered {named}: the coordinator or its ZooKeeper gave way")
+                break
+        after = commit(accepted[0], moved=1)[0] if accepted else None  # moved offsets: nothing added
+        f.expect(after in (None, {"NONE": BUDGET_PARTITIONS}),
+                 f"a commit of moved offsets after the pressure was answered {after}: ZooKeeper takes no writes")
+        deleted = _delete(run.target, accepted)
+        again = None
+        if refused and accepted:  # the room given back is taken again
+            again, _ = commit(refused[0])
+            f.expect(again == {"NONE": BUDGET_PARTITIONS},
+                     f"{refused[0]}, refused before, was answered {again} once {len(accepted)} groups were deleted")
+            _delete(run.target, refused[:1])
+    finally:
+        for connection in connections.values():
+            connection.close()
+    served = run.target.served_within(run.settings.deadline)
+    f.expect(served is not None, f"no new client served within {run.settings.deadline:g} s afterwards")
+    slowest = max(seconds, default=0.0)
+    f.expect(slowest <= run.settings.deadline, f"a commit was answered after {slowest:.1f} s")
+    f.figures = {"groups_sent": len(seconds), "acknowledged": len(accepted), "refused": len(refused),
+                 # ZooKeeper's own figure (mntr) for one such group: 1.47 MB
+                 "stored_mb": round(len(accepted) * BUDGET_PARTITIONS * 147 / 1e6, 1), "answers": dict(answers),
+                 "commit_p50_s": round(sorted(seconds)[len(seconds) // 2], 2) if seconds else None,
+                 "commit_max_s": round(slowest, 2), "moved_after": _show(after) if after else None,
+                 "deleted": deleted, "refused_then_taken": _show(again) if again else None}
+    if not refused:
+        f.figures["budget"] = f"not reached within {len(seconds)} groups"
+        # the coordinator the bench starts has the default budget (64 MiB, from a 512 MiB heap, half
+        # of it a client's): about 15 such groups; a deployment's may hold all 129
+        f.expect(run.wide_topic is None, f"all {len(accepted)} groups acknowledged ({f.figures['stored_mb']} MB in "
+                                         "ZooKeeper) by a coordinator with the default data budget: nothing bounds them")
+    return f
+
+
 PROBES = {
     "empty-names": (probe_empty_names,
                     "OffsetCommit with an empty group id and with an empty topic name, beside commits of "
@@ -1146,6 +1229,11 @@ PROBES = {
                              f"{STORM_GUESSERS} connections retrying a wrong password for {STORM_SECONDS:g} s beside "
                              "the same user's correct logins from the same host: every correct login let in "
                              f"within max({STORM_BOUND_S:g} s, 5 x its time before the storm), no guess let in"),
+    "zookeeper-budget": (probe_zookeeper_budget,
+                         f"{BUDGET_PARTITIONS:,} partitions x {BUDGET_METADATA_CHARS} characters of metadata "
+                         f"committed to up to {BUDGET_GROUPS} groups: each acknowledged or refused whole "
+                         "(INVALID_COMMIT_OFFSET_SIZE) within the deadline, ZooKeeper still taking writes after "
+                         "(moved offsets, the bystander's), room given back when the groups are deleted"),
 }
 
 
