@@ -12,7 +12,8 @@ from coordinator import metrics
 from coordinator.store import layout
 from coordinator.store.budget import (COMMITTED_LOG_BYTES, ENTRY_BYTES, OFFSETS_SHARE, REFUSALS_LOGGED_EVERY,
                                       Budget, Ledger, derived_budget, entry_cost, node_cost)
-from coordinator.store.errors import RecordOverBudget
+from coordinator.store.errors import OverBudget, RecordOverBudget, error_code
+from protocol import ErrorCode
 
 MiB = 1 << 20
 P = 7  # the group-partition of the ledgers here
@@ -238,3 +239,9 @@ def test_without_a_budget_nothing_is_refused():
     assert led.admit("g", entries("t", range(10_000), "m" * 4096), None, "x")[0] == []
     led.check_record("g", 1 << 30, 5000)
     assert b.limit() == 0 and log.lines == []
+
+
+def test_what_a_refusal_tells_a_kafka_client():
+    """Kafka's answer for a commit too large (its log's limit), and for a group past its limit."""
+    assert error_code(OverBudget("x")) == ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    assert error_code(RecordOverBudget("x")) == ErrorCode.GROUP_MAX_SIZE_REACHED
