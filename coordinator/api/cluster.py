@@ -2,7 +2,7 @@
 partition's leader serves. The gateway's relaying answers take this part's place.
 
 Metadata is answered from a cache of encoded answers (`MetadataCache`): building and
-encoding an answer costs about 2.7 us a partition (2.7 ms for 1,000), and clients that
+encoding an answer costs about 2.5 us a partition (2.5 ms for 1,000), and clients that
 cannot reach their leaders ask about once a second (docs/benchmarks.md, `bench load`).
 """
 
@@ -181,7 +181,9 @@ class ClusterApi(ApiPart):
         The answer depends on what the key holds (the version, the listener, the request's
         body: its topics, by name or id, or all, and its flags; with ACLs the principal, and
         the client's host where a topic's ACL names one) and on what `_made_from` says (the
-        topic view, the live instances, the ACLs): a change there empties the cache."""
+        topic view, the live instances, the ACLs): a change there empties the cache. Its
+        throttle_time_ms is always 0 (no quotas here): should it ever vary, it belongs in
+        the key."""
         started = time.perf_counter()
         client = connection.client
         cache = self.metadata_cache
