@@ -409,3 +409,14 @@ def decode_or_close(frame: bytes) -> None:
         decode_request(frame)
     except Exception as exc:
         raise CloseConnection(f"undecodable request: {exc}") from None
+
+
+def test_an_unknown_topic_id_is_answered_in_every_version_that_carries_ids():
+    """Metadata v10 and v11 name topics by id too, but their answers' names may not be null:
+    an unknown id is UNKNOWN_TOPIC_ID with an empty name there, a null one from v12 (before,
+    v10 and v11 failed to encode and closed the connection)."""
+    api = an_api(a_view())
+    for version, name in ((10, ""), (11, ""), (12, None)):
+        answer = fresh(api, request(version, [uuid.uuid4()]), client())
+        _, body = decode_response(METADATA.key, version, answer[4:])
+        assert [(t.error_code, t.name) for t in body.topics] == [(100, name)]  # UNKNOWN_TOPIC_ID

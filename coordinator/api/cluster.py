@@ -152,7 +152,10 @@ class ClusterApi(ApiPart):
                      if self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name)]
         else:  # by name, or (v10+) by topic id
             by_id = self.topics.names_by_id
-            asked = [(t.name, None) if t.name is not None else (by_id.get(t.topic_id), t.topic_id)
+            # an unknown id has no name: null from v12, where the name is nullable; before, ""
+            # (v10-11 carry ids too, but their answers' names may not be null)
+            unnamed = None if header.api_version >= 12 else ""
+            asked = [(t.name, None) if t.name is not None else (by_id.get(t.topic_id, unnamed), t.topic_id)
                      for t in request.topics]
         topics = []
         for name, topic_id in asked:
