@@ -16,7 +16,7 @@ import time
 from protocol import ErrorCode as E
 from protocol.schemas import OFFSET_COMMIT
 from tests.clients import RawConnection
-from tests.coordinator_process import CoordinatorProcess
+from tests.coordinator_process import CoordinatorProcess, cluster
 from tools.bench.abuse import Bystander, Target
 from coordinator.store.zkserver import ZooKeeperServer, data_bytes, four_letter_word, free_port
 
@@ -164,3 +164,56 @@ def test_the_issues_pressure_leaves_zookeeper_alive_and_every_other_group_served
             bystander.stop()
         coordinator.stop()
         zookeeper.stop()
+
+
+def owned(instances: list[CoordinatorProcess]) -> list[float]:
+    return [metric(i, "groupkeeper_owned_group_partitions") for i in instances]
+
+
+def test_instances_share_the_budget_by_what_they_own_and_a_handover_moves_data_and_share(zookeeper, tmp_path):
+    """Two instances: each holds the budget times its part of the group-partitions, so together
+    they hold no more than the budget (one may refuse while the other has room); one stops, and
+    the other takes its group-partitions, their data and their share of the budget with them."""
+    budget = 24 * MiB
+    a, b = instances = cluster(zookeeper, tmp_path, 2, zookeeper_data_budget_bytes=budget,
+                               zookeeper_data_budget_per_client_bytes=budget)
+    try:
+        for instance in instances:
+            instance.start()
+        deadline = time.monotonic() + 30
+        while not (all(owned(instances)) and sum(owned(instances)) == 50
+                   and abs(sum(metric(i, "groupkeeper_zookeeper_budget_bytes") for i in instances) - budget) <= 2):
+            assert time.monotonic() < deadline, owned(instances)  # the shares add up once every one is loaded
+            time.sleep(0.1)
+
+        target = Target(("127.0.0.1", a.port), DEADLINE)
+        answers, in_a_row = [], 0
+        while in_a_row < 5:
+            group = f"spread-{len(answers)}"
+            connection = RawConnection(target.coordinator(group)[1])
+            try:
+                answers.append(commit(connection, group, PARTITIONS, METADATA))
+            finally:
+                connection.close()
+            in_a_row = in_a_row + 1 if answers[-1] == {"INVALID_COMMIT_OFFSET_SIZE"} else 0
+            assert answers[-1] in ({"NONE"}, {"INVALID_COMMIT_OFFSET_SIZE"}) and len(answers) < 40, answers
+        used = [metric(i, "groupkeeper_zookeeper_budget_used_bytes") for i in instances]
+        assert all(used) and sum(used) <= 0.9 * budget, used  # each within its share, so both within the budget
+        assert 6 <= answers.count({"NONE"}) <= 12, answers
+
+        assert b.stop() == 0  # its group-partitions, their data and their share go to a
+        deadline = time.monotonic() + 30
+        while metric(a, "groupkeeper_zookeeper_budget_bytes") != budget:  # all 50 taken and loaded
+            assert time.monotonic() < deadline, owned([a])
+            time.sleep(0.1)
+        assert abs(metric(a, "groupkeeper_zookeeper_budget_used_bytes") - sum(used)) < 0.01 * sum(used)
+        connection = RawConnection(a.port)
+        try:  # the room b's groups had left in its share is a's now, and no more
+            after = [commit(connection, f"after-the-handover-{n}", PARTITIONS, METADATA) for n in range(5)]
+        finally:
+            connection.close()
+        assert after[-1] == {"INVALID_COMMIT_OFFSET_SIZE"}, after
+        assert metric(a, "groupkeeper_zookeeper_budget_used_bytes") <= 0.9 * budget
+    finally:
+        for instance in instances:
+            instance.stop()
