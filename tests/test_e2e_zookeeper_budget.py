@@ -14,7 +14,7 @@ import threading
 import time
 
 from protocol import ErrorCode as E
-from protocol.schemas import OFFSET_COMMIT
+from protocol.schemas import JOIN_GROUP, OFFSET_COMMIT, SYNC_GROUP
 from tests.clients import RawConnection
 from tests.coordinator_process import CoordinatorProcess, cluster
 from tools.bench.abuse import Bystander, Target
@@ -217,3 +217,45 @@ def test_instances_share_the_budget_by_what_they_own_and_a_handover_moves_data_a
     finally:
         for instance in instances:
             instance.stop()
+
+
+def join_and_sync(connection: RawConnection, group: str, metadata: bytes) -> tuple[int, int]:
+    """A lone member's JoinGroup (again with the member id it is given) and SyncGroup: their errors."""
+    body = {"group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000, "member_id": "",
+            "protocol_type": "connect", "protocols": [{"name": "default", "metadata": metadata}]}
+    joined = connection.call(JOIN_GROUP, 5, body)
+    if joined.error_code == E.MEMBER_ID_REQUIRED:
+        joined = connection.call(JOIN_GROUP, 5, {**body, "member_id": joined.member_id})
+    if joined.error_code != E.NONE:
+        return joined.error_code, -1
+    synced = connection.call(SYNC_GROUP, 3, {"group_id": group, "generation_id": joined.generation_id,
+                                              "member_id": joined.member_id, "assignments": [
+                                                  {"member_id": joined.member_id, "assignment": b"a"}]})
+    return joined.error_code, synced.error_code
+
+
+def test_a_group_record_past_the_budget_is_not_stored_and_its_members_are_told(zookeeper, tmp_path):
+    """A generation whose record would take ZooKeeper's data past the budget: SyncGroup answered
+    GROUP_MAX_SIZE_REACHED (as for a group past group_max_record_bytes), nothing stored; a
+    small group beside it forms."""
+    import os
+
+    from kazoo.client import KazooClient
+    from coordinator.store import layout
+
+    coordinator = CoordinatorProcess(zookeeper, tmp_path, zookeeper_data_budget_bytes=1 * MiB)
+    coordinator.start()
+    connection = RawConnection(coordinator.port)
+    client = KazooClient(hosts=coordinator.zookeeper)
+    client.start(timeout=10)
+    try:
+        assert join_and_sync(connection, "large", os.urandom(1_500_000)) == (E.NONE, E.GROUP_MAX_SIZE_REACHED)
+        assert metric(coordinator, "groupkeeper_zookeeper_budget_refusals_total", '{limit="records"}') >= 1
+        stored = [g for p in range(50) if client.exists(layout.groups_path(p))
+                  for g in client.get_children(layout.groups_path(p))]
+        assert "large" not in stored
+        assert join_and_sync(connection, "small", b"x" * 100) == (E.NONE, E.NONE)
+    finally:
+        client.stop()
+        connection.close()
+        coordinator.stop()
