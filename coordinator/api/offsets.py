@@ -3,6 +3,7 @@ OffsetFetch."""
 
 from __future__ import annotations
 
+import math
 import time
 from functools import partial
 
@@ -19,9 +20,16 @@ from .access import MAX_TOPIC_NAME, ApiPart
 
 E = ErrorCode
 MAX_OFFSET_METADATA = 4096  # characters: Kafka's offset.metadata.max.bytes
+AUDIT_EVERY = 60.0  # seconds: one log line per group, principal and host, for commits outside a generation
+AUDIT_KEYS = 10_000  # of those remembered at most (then forgotten all at once: a line each again)
 
 
 class OffsetApi(ApiPart):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # (group, principal, host) -> (when last logged, commits since): `_audit_outside`
+        self._outside: dict[tuple[str, str, str], tuple[float, int]] = {}
+
     def handlers(self) -> dict:
         return {OFFSET_COMMIT.key: self.offset_commit, OFFSET_FETCH.key: self.offset_fetch}
 
@@ -55,38 +63,69 @@ class OffsetApi(ApiPart):
                     refused.update(dict.fromkeys(((t.name, p.partition_index) for p in t.partitions),
                                                  E.TOPIC_AUTHORIZATION_FAILED))
         now_ms = int(time.time() * 1000)
+        # OffsetCommit v2-v4 may name how long the offsets are kept (retention_time_ms; -1: the
+        # broker's offsets_retention_minutes): Kafka stores that as the entry's own expiry
+        kept_ms = getattr(request, "retention_time_ms", -1) if header.api_version <= 4 else -1
+        expiry = () if kept_ms is None or kept_ms < 0 else (now_ms + kept_ms,)
         entries = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch,
-                                                 p.committed_metadata, now_ms)
+                                                 p.committed_metadata, now_ms, *expiry)
                    for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in refused}
         if not entries:
             return answer(lambda topic, p: refused.get((topic, p), E.NONE))
         pending, started = Pending(), time.perf_counter()
 
         def done(error: Exception | None) -> None:  # `entries` as it is once submitted (below)
-            pending.resolve(partial(self._committed, request, entries, refused, answer, started, error))
+            pending.resolve(partial(self._committed, request, entries, refused, answer, started, error, client,
+                                    header.client_id))
         try:
             over = route.store.submit(request.group_id, entries, done, budget_payer(client))
         except STORE_FAILURES as exc:
             code = store_error_code(exc)
-            return answer(lambda topic, p: code)
+            return answer(lambda topic, p: refused.get((topic, p), code))  # a partition's own refusal stays
         if over:  # past the ZooKeeper data budget: these would have made its data larger, the others go on
             refused.update(dict.fromkeys(over, E.INVALID_COMMIT_OFFSET_SIZE))
             entries = {key: entry for key, entry in entries.items() if key not in refused}
         return pending
 
-    def _committed(self, request, entries, refused, answer, started: float, error: Exception | None):
+    def _committed(self, request, entries, refused, answer, started: float, error: Exception | None,
+                   client: Client, client_id: str | None):
         """The second half of a commit: its answer once it is durable, or has failed."""
         if error is not None:
             code = store_error_code(error)
-            return answer(lambda topic, p: code)
+            return answer(lambda topic, p: refused.get((topic, p), code))
         metrics.OFFSET_COMMITS.inc()
         metrics.OFFSET_COMMIT_PARTITIONS.inc(len(entries))
         metrics.OFFSET_COMMIT_SECONDS.observe(time.perf_counter() - started)
-        self.coordinator.events.emit(
-            "offsets_committed", request.group_id, generation=request.generation_id_or_member_epoch,
-            member=request.member_id or None,
-            offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), (o, *_) in entries.items()])
+        offsets = [{"topic": t, "partition": p, "offset": o} for (t, p), (o, *_) in entries.items()]
+        generation = request.generation_id_or_member_epoch
+        if generation < 0:  # outside any generation: a tool's reset (or a simple consumer): who, from where
+            self.coordinator.events.emit("offsets_committed", request.group_id, generation=generation, member=None,
+                                         offsets=offsets, principal=client.principal, host=client.host,
+                                         client_id=client_id)
+            self._audit_outside(request.group_id, client, client_id, len(entries))
+        else:
+            self.coordinator.events.emit("offsets_committed", request.group_id, generation=generation,
+                                         member=request.member_id or None, offsets=offsets)
         return answer(lambda topic, p: refused.get((topic, p), E.NONE))
+
+    def _audit_outside(self, group_id: str, client: Client, client_id: str | None, partitions: int) -> None:
+        """A log line for offsets set outside any generation (`groupkeeper groups
+        reset-offsets`, kafka-consumer-groups.sh, an admin client's alterConsumerGroupOffsets),
+        at most one a minute per group, principal and host, counting those in between: a simple
+        consumer (assign() and commit) commits this way too, and must not flood the log. Every
+        one is in the event log."""
+        key = (group_id, client.principal, client.host)
+        now = time.monotonic()
+        last, count = self._outside.get(key, (-math.inf, 0))
+        if now - last < AUDIT_EVERY:
+            self._outside[key] = (last, count + 1)
+            return
+        if len(self._outside) >= AUDIT_KEYS:
+            self._outside.clear()
+        self._outside[key] = (now, 0)
+        self.log.info("offsets set outside a generation", group=group_id, partitions=partitions,
+                      principal=client.principal, host=client.host, client_id=client_id,
+                      since_last=count)
 
     async def offset_fetch(self, header, request, client):
         """Authorized, routed and settled here; the answer, megabytes for a group of many
@@ -160,5 +199,4 @@ def budget_payer(client: Client) -> str:
 
 
 def _entry(entry) -> tuple[int, int, str | None]:
-    offset, epoch, metadata, _ = entry
-    return offset, epoch, metadata
+    return entry[0], entry[1], entry[2]  # (offset, epoch, metadata[, commit ms[, expiry ms]])
