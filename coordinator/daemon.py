@@ -420,9 +420,17 @@ def _address(text: str) -> tuple[str, int]:
         raise StartupError(str(exc)) from None
 
 
+# Of the embedded ZooKeeper's heap, the data (by ZooKeeper's own estimate, which leaves out
+# the JVM's overhead per znode) past which the instance warns: a 512 MiB ZooKeeper died with
+# OutOfMemoryError at 29-36 % (issue 31, docs/operations.md), its log of the last 500 writes
+# and the per-znode overhead taking the rest; a third was too late to act on.
+HEAP_WARNING = 0.2
+
+
 async def _watch_zookeeper_data(hosts: str, heap: int | None, log, budget: int | None = None) -> None:
-    """Export how much data ZooKeeper holds, and warn when the embedded one's data passes a
-    third of its heap (the data tree, snapshots being written and request buffers share it),
+    """Export how much data ZooKeeper holds, and warn when the embedded one's data passes
+    HEAP_WARNING of its heap (the data tree, snapshots being written, request buffers and its
+    log of recent writes share it),
     and when it passes the groups' data budget: the budget counts more than ZooKeeper's figure
     does (store/budget.py), so something else fills it (another application, an external
     ensemble's other users), which the budget cannot refuse."""
@@ -436,10 +444,10 @@ async def _watch_zookeeper_data(hosts: str, heap: int | None, log, budget: int |
         if held is not None:
             metrics.ZOOKEEPER_DATA.set(held)
             if heap is not None:
-                if held > heap / 3 and not warned:
+                if held > heap * HEAP_WARNING and not warned:
                     log.warning("zookeeper data nears its heap", data_bytes=held, heap_bytes=heap,
                                 hint="raise embedded_zookeeper_heap_mb, or lower the group limits")
-                warned = held > heap / 3
+                warned = held > heap * HEAP_WARNING
             if budget is not None:
                 if held > budget and not over:
                     log.warning("zookeeper holds more than the groups' data budget", data_bytes=held,
