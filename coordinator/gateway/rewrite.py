@@ -188,6 +188,10 @@ _ENDPOINTS = Message(Struct("GatewayNodeEndpoints", (F("node_endpoints", Array(N
 _NODE_ENDPOINTS_TAG = 0  # in both ProduceResponse.json and FetchResponse.json
 
 
+# (api key, version) -> the steps that skip an answer's top-level fields: looked up per answer
+_TOP_STEPS: dict[tuple[int, int], tuple[tuple[int, Any], ...]] = {}
+
+
 @cache
 def _walk(struct: Struct, version: int, top: bool = False) -> tuple[tuple[int, Any], ...]:
     """The steps that skip `struct` in a flexible `version`: runs of fixed-width fields as one
@@ -277,7 +281,10 @@ def _splice_node_endpoints(api_key: int, version: int, frame: bytes, addresses: 
     if version not in message.versions:
         raise DecodeError(f"{message.name} v{version} is not declared")
     p = _skip(((_FIXED, 4), (_TAGS, None)), frame, 0)  # response header v1
-    start = _skip(_walk(message.struct, version, top=True), frame, p)
+    steps = _TOP_STEPS.get((api_key, version))
+    if steps is None:  # by (key, version): a Struct's hash, which @cache takes, costs more than the walk
+        steps = _TOP_STEPS[(api_key, version)] = _walk(message.struct, version, top=True)
+    start = _skip(steps, frame, p)
     found, tags = _read_tags(frame, start, f"{message.name} v{version}")
     if found is None:
         return frame
