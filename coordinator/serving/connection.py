@@ -61,7 +61,7 @@ class ClientConnection:
         self.fd = sock.fileno()
         self.client = client  # its address, listener and principal
         self.gate = gate  # until it is through (TLS handshake, SASL), requests go to it
-        self.held = False  # not read while its gate waits (a paced attempt, a failure's delay)
+        self.held = False  # not read while its gate waits (a PLAIN check in a thread, a failure's delay)
         self.log = host.log.bind(peer=f"{peer[0]}:{peer[1]}")
         self.reader = FrameReader(host.limits.max_request_bytes)
         self.replies: deque[bytes | _Reply] = deque()  # ready answers, and places kept for answers to come
