@@ -198,6 +198,31 @@ def test_a_regular_expression_subscribes_to_the_topics_it_matches_whole_and_to_l
     assert not g.topics_changed() and g.group_epoch == epoch + 1
 
 
+def test_an_expression_resolves_to_the_topics_its_client_may_describe():
+    """With ACLs (KAFKA-18813): the matches a member's client may not describe are left out;
+    the same decider on the next heartbeat changes nothing, a new one (the ACLs changed) that
+    lets it see more bumps the epoch and assigns them."""
+    g = group()
+    g.partitions = {"orders": 2, "orders-secret": 1}
+    hidden = lambda topic: topic != "orders-secret"  # noqa: E731
+    reply = g.heartbeat(0.0, member_id="", epoch=0, rebalance_timeout_ms=30_000, regex="orders.*", owned=[],
+                        may_describe=hidden)
+    assert reply.assignment == {("orders", 0), ("orders", 1)}
+    epoch = g.group_epoch
+    g.partitions["orders-later"] = 1  # a match it may describe; the secret one stays out
+    assert g.topics_changed() and g.group_epoch == epoch + 1
+    member = g.members["m1"]
+    again = g.heartbeat(1.0, member_id="m1", epoch=member.epoch, owned=sorted(member.sent), may_describe=hidden)
+    assert again.error == E.NONE and ("orders-secret", 0) not in member.assigned | (again.assignment or set())
+    epoch = g.group_epoch
+    g.heartbeat(2.0, member_id="m1", epoch=member.epoch, owned=sorted(member.sent), may_describe=hidden)
+    assert g.group_epoch == epoch  # the same decider: nothing recomputed, nothing moved
+    everything = lambda topic: True  # noqa: E731 - the ACLs changed: it may describe it now
+    seen = g.heartbeat(3.0, member_id="m1", epoch=member.epoch, owned=sorted(member.sent), may_describe=everything)
+    assert g.group_epoch == epoch + 1
+    assert ("orders-secret", 0) in seen.assignment and ("orders-secret", 0) in member.assigned
+
+
 def test_an_expression_re2_refuses_is_invalid_and_changes_nothing():
     g = group()
     join(g)

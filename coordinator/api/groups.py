@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import re2
-
 from protocol import ErrorCode, messages as m
 from protocol.hot import heartbeat_answer, read_heartbeat
 from protocol.schemas import (CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS,
@@ -24,6 +22,8 @@ from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error
 from ..topics.view import NO_TOPIC_ID, TopicView
 from .access import MAX_TOPIC_NAME, ApiPart
 
+MAX_DESCRIBERS = 10_000  # clients (principal, host) whose topic decider is kept
+
 E = ErrorCode
 CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's member types (KIP-1099)
 MAX_SUBSCRIBED_TOPICS = 10_000  # names in one consumer-protocol member's subscription
@@ -35,9 +35,9 @@ HIDDEN_TOPICS = "The group has topics the client is not authorized to describe."
 class GroupApi(ApiPart):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.matches = RegexMatches(self.topics)
-        # (expression, principal, host) -> (the authorizer, the topics matched, whether all may be described)
-        self._regex_decisions: dict[tuple[str, str, str], tuple[object, frozenset[str], bool]] = {}
+        # (principal, host) -> (the authorizer, whether that client may describe a topic): what a
+        # regex member's matches are filtered by, the same object while the ACLs stay
+        self._describers: dict[tuple[str, str], tuple[object, Callable[[str], bool]]] = {}
         # a group's status by Burrow's rules, from its committed offsets (`cluster.lag.CommitWindows`,
         # set by the daemon when lag is measured): the `groupkeeper_status` extension of describes
         self.status_of: Callable[[str, dict], str | None] = lambda group_id, offsets: None
@@ -148,8 +148,6 @@ class GroupApi(ApiPart):
         route = self.coordinator.route(request.group_id, empty_ok=False)
         if not isinstance(route, Owned):
             return refused(route)
-        if self.acls is not None and not self._regex_allowed(client, route, request):
-            return refused(E.TOPIC_AUTHORIZATION_FAILED)
         names = self.topics.names_by_id
         owned = None if request.topic_partitions is None else [
             (names[t.topic_id], p) for t in request.topic_partitions if t.topic_id in names for p in t.partitions]
@@ -158,7 +156,7 @@ class GroupApi(ApiPart):
             instance_id=request.instance_id, rack_id=request.rack_id,
             rebalance_timeout_ms=request.rebalance_timeout_ms, subscribed=request.subscribed_topic_names,
             regex=request.subscribed_topic_regex, assignor=request.server_assignor,
-            client_id=header.client_id or "", client_host=client.host)
+            client_id=header.client_id or "", client_host=client.host, may_describe=self._describer(client))
         if reply.error != E.NONE:
             return refused(reply.error)
         assignment = None
@@ -172,35 +170,22 @@ class GroupApi(ApiPart):
             error_code=E.NONE, member_id=reply.member_id, member_epoch=reply.epoch,
             heartbeat_interval_ms=int(reply.heartbeat_interval * 1000), assignment=assignment)
 
-    def _regex_allowed(self, client: Client, route: Owned, request) -> bool:
-        """Whether the client may describe every topic the member's expression matches now
-        (the request's, or the one it joined with; none: True). Kafka leaves the topics the
-        member may not describe out of what its expression resolves to; here the group
-        matches expressions itself (ConsumerGroup.topics_of) and knows nothing of ACLs, so a
-        member whose expression matches such a topic is refused instead, and on each of its
-        heartbeats: a topic made later that it may not describe refuses it from then on,
-        rather than being assigned to it."""
-        regex = request.subscribed_topic_regex
-        if regex is None and request.member_epoch != 0:
-            group = route.groups.consumer_groups.get(request.group_id)
-            member = None if group is None else group.members.get(request.member_id)
-            regex = None if member is None else member.regex
-        if not regex:  # none, or "": the expression dropped
-            return True
-        matched = self.matches(regex)
-        if matched is None:  # RE2 refuses it: the group answers INVALID_REGULAR_EXPRESSION
-            return True
-        # a regex member's every heartbeat asks: remembered while the ACLs and the topics stay
-        authorizer, key = self.acls.authorizer, (regex, client.principal, client.host)
-        decided = self._regex_decisions.get(key)
-        if decided is None or decided[0] is not authorizer or decided[1] is not matched:
-            decided = (authorizer, matched, self.allowed_all(client, Operation.DESCRIBE, ResourceType.TOPIC, matched))
-            if len(self._regex_decisions) >= RegexMatches.SIZE:
-                del self._regex_decisions[next(iter(self._regex_decisions))]  # the oldest
-            self._regex_decisions[key] = decided
-        elif not decided[2]:
-            self.allowed_all(client, Operation.DESCRIBE, ResourceType.TOPIC, matched)  # counted again, as a denial is
-        return decided[2]
+    def _describer(self, client: Client) -> Callable[[str], bool] | None:
+        """With ACLs, whether `client` may describe a topic: what a regex member's matches
+        are filtered by (Kafka 4, KAFKA-18813: its expression resolves to the topics it may
+        describe, the others left out); the same object while the ACLs stay, so that the
+        group recomputes what the expression resolves to only when they changed."""
+        if self.acls is None:
+            return None
+        authorizer, key = self.acls.authorizer, (client.principal, client.host)
+        found = self._describers.get(key)
+        if found is None or found[0] is not authorizer:
+            def may(topic: str, allows=authorizer.allows, principal=client.principal, host=client.host) -> bool:
+                return allows(principal, host, Operation.DESCRIBE, ResourceType.TOPIC, topic)
+            if len(self._describers) >= MAX_DESCRIBERS:
+                del self._describers[next(iter(self._describers))]  # the oldest
+            found = self._describers[key] = (authorizer, may)
+        return found[1]
 
     def consumer_group_describe(self, header, request, client):
         described = []
@@ -375,39 +360,6 @@ class GroupApi(ApiPart):
             return store_error_code(exc)
         route.groups.drop(group_id)
         return E.NONE
-
-
-class RegexMatches:
-    """The topics each subscription expression matches, as a consumer group resolves them
-    (`ConsumerGroup.topics_of`: RE2, whole names, internal topics left out), remembered
-    while the set of topics stays the same: a regex member's every heartbeat asks, and
-    matching every topic each time would cost more than the heartbeat."""
-
-    SIZE = 1024  # expressions remembered
-    _OPTIONS = re2.Options()
-    _OPTIONS.log_errors = False
-    _OPTIONS.max_mem = 1 << 20  # as the group's: an expression it refuses, this refuses too
-
-    def __init__(self, topics: TopicView):
-        self.topics = topics
-        self._known: frozenset[str] = frozenset()  # the topics the matches were made from
-        self._matched: dict[str, frozenset[str] | None] = {}
-
-    def __call__(self, regex: str) -> frozenset[str] | None:
-        """The known topics `regex` matches; None if RE2 refuses it."""
-        names = self.topics.partitions
-        if names.keys() != self._known:
-            self._known, self._matched = frozenset(names), {}
-        if regex not in self._matched:
-            try:
-                pattern = re2.compile(regex, self._OPTIONS)
-            except re2.error:
-                pattern = None
-            if len(self._matched) >= self.SIZE:
-                del self._matched[next(iter(self._matched))]  # the oldest
-            self._matched[regex] = None if pattern is None else frozenset(
-                t for t in self._known if not t.startswith("__") and pattern.fullmatch(t))
-        return self._matched[regex]
 
 
 def _invalid_heartbeat(request, version: int, max_id: int) -> str | None:

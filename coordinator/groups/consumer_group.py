@@ -115,6 +115,9 @@ class ConsumerMember:
     session_deadline: float = 0.0
     revocation_deadline: float | None = None  # while it has partitions to give up
     classic: ClassicProtocol | None = None  # a classic-protocol member (a group migrating), else None
+    # with ACLs: whether its client may describe a topic, which its expression's matches are
+    # filtered by (Kafka 4, KAFKA-18813); set by each heartbeat, never stored (None: all may be)
+    may_describe: Callable[[str], bool] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,8 @@ class ConsumerGroup:
                rack_id: str | None = None, rebalance_timeout_ms: int = -1,
                subscribed: list[str] | None = None, regex: str | None = None, assignor: str | None = None,
                owned: list[TopicPartition] | None = None, client_id: str = "",
-               client_host: str = "") -> ConsumerMember | HeartbeatReply:
+               client_host: str = "", may_describe: Callable[[str], bool] | None = None
+               ) -> ConsumerMember | HeartbeatReply:
         """The first half of a heartbeat: the member joins, leaves, or is checked and its
         subscription kept (which may bump the group epoch); the answer when that is all
         (a leave, an error), else the member, for `respond`. The runtime lets every heartbeat
@@ -205,6 +209,11 @@ class ConsumerGroup:
             self.record_bytes += grown
         changed = (names, pattern) != (member.subscribed, member.regex)
         member.subscribed, member.regex = names, pattern
+        if may_describe is not member.may_describe:  # the ACLs it is judged by changed (the same
+            # decider comes back while they stay): what its expression resolves to may differ now
+            if pattern and epoch != 0 and not changed:
+                changed = self.topics_of(member) != self._topics_with(member, may_describe)
+            member.may_describe = may_describe
         if assignor is not None and assignor != member.assignor:
             member.assignor, changed = assignor, True
         if rebalance_timeout_ms != -1 and member.rebalance_timeout != rebalance_timeout_ms / 1000:
@@ -506,8 +515,17 @@ class ConsumerGroup:
         topics = set(member.subscribed)
         if member.regex:
             pattern = _compiled(member.regex)
-            topics |= {t for t in self.partitions if not t.startswith("__") and pattern.fullmatch(t)}
+            may = member.may_describe
+            topics |= {t for t in self.partitions if not t.startswith("__") and pattern.fullmatch(t)
+                       and (may is None or may(t))}
         return topics
+
+    def _topics_with(self, member: ConsumerMember, may_describe: Callable[[str], bool] | None) -> set[str]:
+        was, member.may_describe = member.may_describe, may_describe
+        try:
+            return self.topics_of(member)
+        finally:
+            member.may_describe = was
 
     def topics_changed(self) -> bool:
         """The topic source changed: if what the members subscribe to now differs from what
