@@ -40,6 +40,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "zookeeper": (str, ""),
     "brokers": (str, ""),  # HOST:PORT,...: learn topics from the brokers' Metadata; "": Kafka's ZooKeeper layout
     "metadata_max_age_ms": (int, 5000),  # with brokers: how often topics and leaders are asked for again
+    "metadata_cache_bytes": (int, 32 * 1024 * 1024),  # encoded Metadata answers kept; 0: none
     "gateway": (str, ""),  # HOST:PORT,...: the cluster this instance fronts (implies brokers); "": coordinator only
     "gateway_node_port_offset": (int, 1),  # node N on listener i of n: first listener's port + offset + N*n + i
     "gateway_max_node_id": (int, 1000),  # a broker node with a higher id gets no port (one log line)
@@ -111,6 +112,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "zookeeper_data_budget_bytes": (0, 1 << 50),
     "zookeeper_data_budget_per_client_bytes": (0, 1 << 50),
     "metadata_max_age_ms": (100, 3_600_000),
+    "metadata_cache_bytes": (0, 1024 * 1024 * 1024),
     "metrics_lag_partition_series": (0, 100_000),
     "lag_refresh_interval_ms": (1_000, 86_400_000),
     "lag_list_offsets_per_second": (1, 10_000),

@@ -292,8 +292,8 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                     taken.add(_address(config["metrics_listen"])[1])
                 gateway = Gateway(topics, kafka_listeners, scheme, lambda name: cluster.coordinator_nodes(name), taken,
                                   BrokerSecurity(upstream), config["gateway_max_connections_per_broker"])
-                cluster = GatewayClusterApi(coordinator, topics, acl_store, gateway)
-            api = Api(coordinator, topics, acl_store, cluster=cluster)
+                cluster = GatewayClusterApi(coordinator, topics, acl_store, gateway, config["metadata_cache_bytes"])
+            api = Api(coordinator, topics, acl_store, cluster=cluster, metadata_cache_bytes=config["metadata_cache_bytes"])
             if config["metrics_listen"]:  # statuses are judged where lag is measured
                 api.groups.status_of = windows.group_status
             server = Server(api, Limits(
@@ -318,6 +318,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                     lambda: lag.lag(coordinator, log_ends), config["metrics_group_series"],
                     config["metrics_lag_partition_series"],
                     lambda: windows.statuses(coordinator, int(time.time() * 1000))))
+                metrics.REGISTRY.register(metrics.MetadataCacheCollector(lambda: api.cluster.metadata_cache))
                 metrics.REGISTRY.register(metrics.GroupsCollector(
                     lambda: ((gid, state, members, kind) for gid, _, state, members, kind in coordinator.all_groups()),
                     lambda: len(coordinator.owned), lambda: coordinator.group_partitions,

@@ -423,3 +423,25 @@ class LagCollector:
 
     def describe(self):
         return []
+
+
+class MetadataCacheCollector:
+    """The cache of encoded Metadata answers (`api.cluster.MetadataCache`), read per scrape:
+    answers from it and made afresh, and the bytes it holds (none of it when it is off)."""
+
+    def __init__(self, cache: Callable[[], Any]):
+        self.cache = cache
+
+    def collect(self):
+        cache = self.cache()
+        answers = CounterMetricFamily("groupkeeper_metadata_cache_answers",
+                                      "Metadata answers from the cache (hit) and made afresh (miss).",
+                                      labels=["outcome"])
+        answers.add_metric(["hit"], 0 if cache is None else cache.hits)
+        answers.add_metric(["miss"], 0 if cache is None else cache.misses)
+        yield answers
+        yield GaugeMetricFamily("groupkeeper_metadata_cache_bytes", "Bytes of encoded Metadata answers kept.",
+                                value=0 if cache is None else cache.bytes)
+
+    def describe(self):
+        return []

@@ -420,3 +420,25 @@ def test_an_unknown_topic_id_is_answered_in_every_version_that_carries_ids():
         answer = fresh(api, request(version, [uuid.uuid4()]), client())
         _, body = decode_response(METADATA.key, version, answer[4:])
         assert [(t.error_code, t.name) for t in body.topics] == [(100, name)]  # UNKNOWN_TOPIC_ID
+
+
+def test_the_cache_is_sized_by_its_key_and_counted_on_metrics():
+    """`metadata_cache_bytes` (0: no cache, every answer afresh) reaches the API, and its hits
+    and misses are on /metrics."""
+    from coordinator.metrics import MetadataCacheCollector
+    from coordinator.api.router import Api
+
+    view = a_view()
+    membership = SimpleNamespace(me=ME, live={1: ME})
+    off = Api(SimpleNamespace(membership=membership), view, metadata_cache_bytes=0)
+    assert off.cluster.metadata_cache is None
+    api = an_api(view)
+    frame = request(12)
+    cached(api, frame, client())
+    cached(api, _renumbered(frame, 9), client())
+    families = {f.name: {tuple(s.labels.values()): s.value for s in f.samples}
+                for f in MetadataCacheCollector(lambda: api.metadata_cache).collect()}
+    assert families["groupkeeper_metadata_cache_answers"] == {("hit",): 1, ("miss",): 1}
+    assert families["groupkeeper_metadata_cache_bytes"][()] > 0
+    none = {f.name: [s.value for s in f.samples] for f in MetadataCacheCollector(lambda: None).collect()}
+    assert none == {"groupkeeper_metadata_cache_answers": [0, 0], "groupkeeper_metadata_cache_bytes": [0]}

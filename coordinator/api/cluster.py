@@ -8,7 +8,6 @@ cannot reach their leaders ask about once a second (docs/benchmarks.md, `bench l
 
 from __future__ import annotations
 
-import os
 import struct
 import time
 from collections import OrderedDict
@@ -35,9 +34,9 @@ CLUSTER_ID = "groupkeeper"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # The cache of encoded Metadata answers: at most this many bytes of answers in all, and this
 # many answers (least recently used out first); an answer larger than the whole is never
-# kept. GROUPKEEPER_METADATA_CACHE_BYTES=0 turns it off: every answer made afresh, as
-# before it (what `bench load` measures it against).
-METADATA_CACHE_BYTES = int(os.environ.get("GROUPKEEPER_METADATA_CACHE_BYTES", 32 * 2**20))
+# kept (`metadata_cache_bytes`, 32 MiB by default). 0 turns it off: every answer made
+# afresh, as before it (what `bench load` measures it against).
+METADATA_CACHE_BYTES = 32 * 2**20
 METADATA_CACHE_ANSWERS = 1024
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

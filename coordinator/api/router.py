@@ -27,11 +27,13 @@ from .versions import SUPPORTED, WAITS
 
 
 class Api:
-    def __init__(self, coordinator: Coordinator, topics: TopicView, acls=None, *, cluster: ApiPart | None = None):
+    def __init__(self, coordinator: Coordinator, topics: TopicView, acls=None, *, cluster: ApiPart | None = None,
+                 metadata_cache_bytes: int | None = None):
         """`cluster`: the part that gives the cluster's answers (ApiVersions, Metadata,
         FindCoordinator, the leaders' APIs; `ClusterApi` unless the gateway gives its own);
-        the group and offset APIs are always ours."""
-        self.cluster = cluster or ClusterApi(coordinator, topics, acls)
+        the group and offset APIs are always ours. `metadata_cache_bytes`: its cache of
+        Metadata answers (None: the default size)."""
+        self.cluster = cluster or ClusterApi(coordinator, topics, acls, metadata_cache_bytes=metadata_cache_bytes)
         self.groups = GroupApi(coordinator, topics, acls)
         self.offsets = OffsetApi(coordinator, topics, acls)
         self._ours: dict[int, Callable] = {**self.groups.handlers(), **self.offsets.handlers()}

@@ -56,8 +56,8 @@ _MOVED = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 class GatewayClusterApi(ClusterApi):
     authorization: Authorization | None = None  # with ACLs: what decides each relayed request
 
-    def __init__(self, coordinator, topics, acls, gateway: Gateway):
-        super().__init__(coordinator, topics, acls)
+    def __init__(self, coordinator, topics, acls, gateway: Gateway, metadata_cache_bytes: int | None = None):
+        super().__init__(coordinator, topics, acls, metadata_cache_bytes=metadata_cache_bytes)
         self.gateway = gateway
         self.authorization = (Authorization(acls, topics.names_by_id, topics.want) if acls is not None else None)
 

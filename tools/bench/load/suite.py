@@ -10,7 +10,7 @@ Without load options, the standard loads run, each with the target it is held to
 them, the one load they describe.
 
 The Metadata load (10) runs against two coordinators of the same code: with its cache of
-encoded answers, and with it turned off (GROUPKEEPER_METADATA_CACHE_BYTES=0: every answer
+encoded answers, and with it turned off (metadata_cache_bytes = 0: every answer
 made afresh, as before the cache), over a registry of 1,000 partitions with their leaders.
 """
 
@@ -23,7 +23,6 @@ import sys
 import tempfile
 import timeit
 import uuid
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -38,7 +37,7 @@ SERVER_CPUS, LOAD_CPUS = {0}, {1}  # the coordinator (and references); the gener
 CONFIG = {"max_connections": 60_000, "max_connections_per_ip": 60_000}
 # the Metadata load's cluster: brokers, topics x partitions (replication factor 3, leaders known)
 METADATA_BROKERS, METADATA_TOPICS, METADATA_PARTITIONS = 3, 10, 100
-UNCACHED = {"GROUPKEEPER_METADATA_CACHE_BYTES": "0"}  # the coordinator without its Metadata cache
+UNCACHED = {"metadata_cache_bytes": 0}  # the coordinator without its Metadata cache
 
 
 class LoadBenchError(Exception):
@@ -210,33 +209,17 @@ def _metadata_cluster(admin: RegistryAdmin) -> None:
             wait.get(timeout=30)
 
 
-@contextmanager
-def _environment(changes: dict[str, str] | None):
-    """`changes` in this process's environment meanwhile: the coordinator started inherits them."""
-    before = {k: os.environ.get(k) for k in changes or {}}
-    os.environ.update(changes or {})
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _ours(load: Load, work: Path, profile: Path | None, environment: dict[str, str] | None = None) -> dict:
+def _ours(load: Load, work: Path, profile: Path | None, settings: dict | None = None) -> dict:
     plan = load.plan
     partitions = min(10_000, plan.partitions_per_member * -(-plan.members // plan.groups))
     with _Zookeeper(work, partitions, metadata=plan.requests == "metadata") as zookeeper:
         port = free_port()
         config = work / "groupkeeper.toml"
-        config.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in CONFIG.items()))
+        config.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in {**CONFIG, **(settings or {})}.items()))
         run = RunProcess(["--config", str(config), "--zookeeper", zookeeper, "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
                           "--metrics-listen", "", "--data-dir", str(work / "data")])
         try:
-            with _environment(environment):
-                run.start(work / "groupkeeper.log", preexec_fn=_pin(SERVER_CPUS))
+            run.start(work / "groupkeeper.log", preexec_fn=_pin(SERVER_CPUS))
             return _generate(replace(plan, port=port, server_pid=run.process.pid,
                                      profile=str(profile) if profile else ""))
         except NotStarted as exc:
