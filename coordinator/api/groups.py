@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from protocol import ErrorCode, messages as m
 from protocol.hot import heartbeat_answer, read_heartbeat
+from protocol.hot_consumer import consumer_heartbeat_answer, read_consumer_heartbeat
 from protocol.schemas import (CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS,
                               OFFSET_DELETE,
                               HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, SYNC_GROUP)
@@ -169,6 +170,36 @@ class GroupApi(ApiPart):
         return m.ConsumerGroupHeartbeatResponse(
             error_code=E.NONE, member_id=reply.member_id, member_epoch=reply.epoch,
             heartbeat_interval_ms=int(reply.heartbeat_interval * 1000), assignment=assignment)
+
+    def steady_consumer_heartbeat(self, frame: bytes, now: float, client: Client) -> bytes | None:
+        """The answer (a whole frame) to the ConsumerGroupHeartbeat in `frame` if it is the
+        steady one (every field null but the rebalance timeout; a member of a group served
+        here that holds its target, with nothing to change or store; the ACLs letting the
+        client read the group, and judging its expression by the same decider as before),
+        read and answered without message objects; None for any other case, which
+        `consumer_group_heartbeat` then answers. The bytes are those it would answer."""
+        read = read_consumer_heartbeat(frame)
+        if read is None:
+            return None
+        version, correlation_id, group_id, member_id, epoch, timeout = read
+        may_describe = None
+        if self.acls is not None:
+            if not self.acls.authorizer.allows(client.principal, client.host, Operation.READ, ResourceType.GROUP,
+                                               group_id):
+                return None
+            # the decider `update` would be handed: a new one (the ACLs changed) declines, the
+            # general path then looks again at what a regex member's expression resolves to
+            may_describe = self._describer(client)
+        member = member_id.decode()
+        if len(member) > self.coordinator.group_config.max_group_id_length:
+            return None  # what _invalid_heartbeat refuses
+        route = self.coordinator.route(group_id, empty_ok=False, now=now)
+        if type(route) is not Owned:
+            return None
+        interval = route.groups.consumer_keep_alive(group_id, member, epoch, timeout, may_describe, now)
+        if interval is None:
+            return None
+        return consumer_heartbeat_answer(version, correlation_id, member_id, epoch, int(interval * 1000))
 
     def _describer(self, client: Client) -> Callable[[str], bool] | None:
         """With ACLs, whether `client` may describe a topic: what a regex member's matches

@@ -39,6 +39,8 @@ class Api:
         self._ours: dict[int, Callable] = {**self.groups.handlers(), **self.offsets.handlers()}
         # the heartbeat's fast path, bound here: no call in between on the hottest request
         self.stable_heartbeat: Callable[[bytes, float, Client], bytes | None] = self.groups.stable_heartbeat
+        self.steady_consumer_heartbeat: Callable[[bytes, float, Client], bytes | None] = \
+            self.groups.steady_consumer_heartbeat
 
     def dispatch(self, api_key: int, api_version: int) -> Route | None:
         """How (api, version) is answered: the handler, whether its answer may wait (a

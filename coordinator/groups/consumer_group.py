@@ -168,6 +168,25 @@ class ConsumerGroup:
             return entered
         return self.respond(now, entered, epoch == 0, owned)
 
+    def keep_alive(self, now: float, member_id: str, epoch: int, rebalance_timeout_ms: int,
+                   may_describe: Callable[[str], bool] | None) -> bool:
+        """The steady heartbeat (every field null but the rebalance timeout), done in place:
+        if the member is known at `epoch`, speaks this protocol, holds its target at the
+        group's epoch, was sent what it holds, and nothing it sends changes anything (its
+        rebalance timeout -1 or the one kept, the same ACL decider), its session deadline
+        moves on, as `update` would move it; then `respond` would answer exactly its member
+        id, epoch and interval with no assignment, and the group's `version` has not moved.
+        False, having changed nothing: not that case (the general path answers)."""
+        member = self.members.get(member_id)
+        if (member is None or epoch <= 0 or member.epoch != epoch or member.classic is not None
+                or member.state is not MemberState.STABLE or epoch != self.assignment_epoch
+                or self.assignment_epoch != self.group_epoch or member.sent != member.assigned
+                or may_describe is not member.may_describe  # `update` would look at its expression again
+                or (rebalance_timeout_ms != -1 and member.rebalance_timeout != rebalance_timeout_ms / 1000)):
+            return False
+        member.session_deadline = now + self.config.session_timeout
+        return True
+
     def update(self, now: float, *, member_id: str, epoch: int, instance_id: str | None = None,
                rack_id: str | None = None, rebalance_timeout_ms: int = -1,
                subscribed: list[str] | None = None, regex: str | None = None, assignor: str | None = None,

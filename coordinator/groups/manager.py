@@ -443,6 +443,20 @@ class GroupSet:
             return E.STALE_MEMBER_EPOCH
         return E.NONE
 
+    def consumer_keep_alive(self, group_id: str, member_id: str, epoch: int, rebalance_timeout_ms: int,
+                            may_describe, now: float) -> float | None:
+        """The steady ConsumerGroupHeartbeat done in place (`ConsumerGroup.keep_alive`), when
+        nothing is left to store (what the general path would wait for) and the group's timer
+        is armed: a later session deadline then needs no new entry, as `_schedule` would
+        find (a group loaded by a new owner is armed by its first general heartbeat). The
+        heartbeat interval to answer with, the group's; None: not that case, and
+        `consumer_heartbeat` answers."""
+        group = self.consumer_groups.get(group_id)
+        if (group is None or self._stored.get(group_id, -1) < group.version or group_id not in self._armed
+                or not group.keep_alive(now, member_id, epoch, rebalance_timeout_ms, may_describe)):
+            return None
+        return group.config.heartbeat_interval
+
     def adopt_consumer(self, group: ConsumerGroup) -> None:
         """A consumer group loaded by a new owner: it is stored as it is."""
         self.consumer_groups[group.group_id] = group

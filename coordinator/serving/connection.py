@@ -29,7 +29,7 @@ import trio
 
 from protocol import (ErrorCode, FrameReader, ProtocolError, RequestHeader, UnsupportedVersion,
                       decode_request, encode_response)
-from protocol.schemas import API_VERSIONS, HEARTBEAT
+from protocol.schemas import API_VERSIONS, CONSUMER_GROUP_HEARTBEAT, HEARTBEAT
 
 from .. import metrics
 from .interfaces import CloseConnection
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 READ_SIZE = 65536  # bytes asked of the kernel per read
 _HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
+_CONSUMER_HEARTBEAT = CONSUMER_GROUP_HEARTBEAT.key.to_bytes(2, "big")  # and a ConsumerGroupHeartbeat's
 _KEY_VERSION = struct.Struct(">hh")  # how every request's frame begins: api key, api version
 _PEER_CLOSED = ("closed by peer", "peer went away")
 
@@ -125,16 +126,20 @@ class ClientConnection:
         api, limits = host.api, host.limits
         stable_heartbeat, handler_of = api.stable_heartbeat, host.handler
         for i, frame in enumerate(frames):
-            if frame[:2] == _HEARTBEAT and self.bytes <= limits.max_queued_reply_bytes:
+            kind = frame[:2]
+            # the two heartbeats' fast paths (a classic one, a steady consumer-protocol one)
+            if (kind == _HEARTBEAT or kind == _CONSUMER_HEARTBEAT) and self.bytes <= limits.max_queued_reply_bytes:
+                key = HEARTBEAT.key if kind == _HEARTBEAT else CONSUMER_GROUP_HEARTBEAT.key
                 handling = time.perf_counter()
                 try:
-                    answer = stable_heartbeat(frame, now, self.client)
+                    answer = (stable_heartbeat if kind == _HEARTBEAT else api.steady_consumer_heartbeat)(
+                        frame, now, self.client)
                 except Exception as exc:  # a bug: close this connection, keep serving the others
-                    return self.fail(HEARTBEAT.key, exc)
+                    return self.fail(key, exc)
                 if answer is not None:
                     self.replies.append(answer)
                     self.bytes += len(answer)
-                    metrics.observe_none(HEARTBEAT.key, time.perf_counter() - handling)
+                    metrics.observe_none(key, time.perf_counter() - handling)
                     continue
             try:
                 handler = handler_of(*_KEY_VERSION.unpack_from(frame))

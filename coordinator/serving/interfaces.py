@@ -48,6 +48,9 @@ class Api(Protocol):
     def stable_heartbeat(self, frame: bytes, now: float, client: Client) -> bytes | None:
         """The whole answer frame to the usual heartbeat in `frame`; None: decode it and dispatch."""
 
+    def steady_consumer_heartbeat(self, frame: bytes, now: float, client: Client) -> bytes | None:
+        """The whole answer frame to a steady ConsumerGroupHeartbeat in `frame`; None: decode it and dispatch."""
+
     def api_versions_response(self, error: ErrorCode) -> m.ApiVersionsResponse:
         """ApiVersions, with `error` (UNSUPPORTED_VERSION for a version we cannot read)."""
 
