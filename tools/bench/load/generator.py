@@ -39,18 +39,18 @@ from pathlib import Path
 from protocol import RequestHeader, decode_response, encode_request, encode_response, error_name
 from protocol.consumer import decode_assignment, encode_subscription
 from protocol.messages import build
-from protocol.schemas import HEARTBEAT, JOIN_GROUP, METADATA, OFFSET_COMMIT, OFFSET_FETCH, SUBSCRIPTION, SYNC_GROUP
+from protocol.schemas import (CONSUMER_GROUP_HEARTBEAT, HEARTBEAT, JOIN_GROUP, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
+                              SUBSCRIPTION, SYNC_GROUP)
 
 from . import profile
 
 VERSIONS = {HEARTBEAT.key: 4, JOIN_GROUP.key: 9, SYNC_GROUP.key: 5, OFFSET_COMMIT.key: 8, OFFSET_FETCH.key: 8,
-            METADATA.key: 12}
+            METADATA.key: 12, CONSUMER_GROUP_HEARTBEAT.key: 1}
 CLIENT_ID = "groupkeeper-bench"
 ADDRESSES_PER_SOURCE = 20_000  # connections from one loopback source address (ephemeral ports)
 IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linux's value
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_HEARTBEAT_ANSWER = 16  # bytes of a Heartbeat v4 answer, size prefix included, whatever its error
 
 # what a client retries while joining (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
 # COORDINATOR_LOAD_IN_PROGRESS, REBALANCE_IN_PROGRESS), and what makes it join afresh
@@ -79,7 +79,10 @@ class Plan:
     duration: float = 5.0
     warmup: float = 1.0
     commit_interval: float = 0.0  # seconds between a member's commits; 0: none
-    requests: str = "heartbeat"  # what the as-fast-as-possible mode sends: heartbeat | commit | metadata
+    # what the as-fast-as-possible mode sends: heartbeat | commit | metadata | consumer; consumer:
+    # the members are consumer-protocol ones (KIP-848) whose ConsumerGroupHeartbeats are counted
+    # as consumer_heartbeat, in either mode
+    requests: str = "heartbeat"
     partitions_per_member: int = 10
     join: bool = True  # False (a reference server): members take made-up ids and partitions
     rejoin: bool = False  # after the window, every member rejoins at once: the full-rebalance time
@@ -97,7 +100,9 @@ class Member:
     member_id: str = ""
     generation: int = -1
     partitions: list[int] = field(default_factory=list)
-    heartbeat: bytes = b""  # its Heartbeat frame, correlation id 0
+    heartbeat: bytes = b""  # its Heartbeat frame (a consumer's steady ConsumerGroupHeartbeat), correlation id 0
+    assignment: list | None = None  # a consumer's: what it was last given, to report (topic id, partitions)
+    interval_ms: int = 0  # a consumer's: the heartbeat interval its coordinator answers
     commits: int = 0  # commits sent: the next commit's offsets
     acked: dict[int, int] = field(default_factory=dict)  # partition -> offset acknowledged
 
@@ -112,6 +117,7 @@ class LoadConnection:
         "fast_offsets",
         "fast_period",
         "fast_sent",
+        "fast_size",
         "inbuf",
         "members",
         "out",
@@ -397,6 +403,72 @@ class Generator:
         self.join_retries.update(retries)
         return last[1] - last[0]
 
+    def consumer_join_all(self, deadline: float) -> float:
+        """Every member joins as a consumer-protocol member (ConsumerGroupHeartbeat, epoch 0,
+        its own id, subscribed to the topic) and reconciles as a client does, reporting what
+        it was given in its next heartbeat; in rounds (every member once, all answers in),
+        until a round in which nobody is given anything and each group's members share one
+        epoch: then every member is steady. Seconds from the first join to that round's end."""
+        start = time.perf_counter()
+        retries: Counter[str] = Counter()
+        api = CONSUMER_GROUP_HEARTBEAT
+        for member in self.members:  # fixed length: every steady answer the same size
+            member.member_id = f"{CLIENT_ID}-{member.index:08d}-{'0' * 13}"
+            member.generation = 0
+
+        def answered(member: Member, changed: list):
+            def on_answer(conn, frame, due, now):
+                _, answer = decode_response(api.key, VERSIONS[api.key], frame)
+                if answer.error_code in RETRIABLE:
+                    retries[error_name(answer.error_code)] += 1
+                    changed.append(member)
+                    return
+                if answer.error_code in (25, 110):  # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: join again
+                    retries[error_name(answer.error_code)] += 1
+                    member.generation, member.assignment = 0, None
+                    changed.append(member)
+                    return
+                if answer.error_code:
+                    raise LoadError(f"ConsumerGroupHeartbeat of {member.group}: {error_name(answer.error_code)}")
+                member.generation, member.interval_ms = answer.member_epoch, answer.heartbeat_interval_ms
+                if answer.assignment is not None:
+                    member.assignment = [(t.topic_id, sorted(t.partitions)) for t in answer.assignment.topic_partitions]
+                    member.partitions = sorted(p for _, ps in member.assignment for p in ps)
+                    changed.append(member)
+            return on_answer
+
+        reporting: set[int] = set()  # members given something since their last report
+        while True:
+            if time.perf_counter() > deadline:
+                raise LoadError(f"consumer-protocol members not steady after {deadline - start:.0f} s")
+            changed: list[Member] = []
+            for conn in self.connections.values():
+                for member in conn.members:
+                    body = {"group_id": member.group, "member_id": member.member_id,
+                            "member_epoch": member.generation, "instance_id": None, "rack_id": None,
+                            "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+                            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": None}
+                    if member.generation == 0:
+                        body.update(rebalance_timeout_ms=self.plan.rebalance_timeout_ms,
+                                    subscribed_topic_names=[self.plan.topic], topic_partitions=[])
+                    elif member.index in reporting:
+                        body["topic_partitions"] = [{"topic_id": t, "partitions": ps}
+                                                    for t, ps in member.assignment or []]
+                    conn.correlation += 1
+                    self.send_frame(conn, encode_request(RequestHeader(api.key, VERSIONS[api.key], conn.correlation,
+                                                                       CLIENT_ID), build(api.request.struct, body)),
+                                    0, answered(member, changed))
+            self._answered(lambda c: c.waiting, "consumer-protocol joins")
+            reporting = {m.index for m in changed}
+            epochs: dict[str, set[int]] = {}
+            for member in self.members:
+                epochs.setdefault(member.group, set()).add(member.generation)
+            if not changed and all(len(e) == 1 and 0 not in e for e in epochs.values()):
+                break
+            self.poll(0.02)  # a breath between rounds, as members' intervals would give
+        self.join_retries.update(retries)
+        return time.perf_counter() - start
+
     def pretend_joined(self) -> None:
         """Against a server that keeps no groups: ids and partitions as a join would give."""
         for member in self.members:
@@ -406,6 +478,17 @@ class Generator:
             member.partitions = list(range(first, first + self.plan.partitions_per_member))
 
     def encode_heartbeats(self) -> None:
+        if self.plan.requests == "consumer":  # the steady heartbeat: every field null but id and epoch
+            api = CONSUMER_GROUP_HEARTBEAT
+            for member in self.members:
+                member.heartbeat = encode_request(
+                    RequestHeader(api.key, VERSIONS[api.key], 0, CLIENT_ID),
+                    build(api.request.struct, {
+                        "group_id": member.group, "member_id": member.member_id, "member_epoch": member.generation,
+                        "instance_id": None, "rack_id": None, "rebalance_timeout_ms": -1,
+                        "subscribed_topic_names": None, "subscribed_topic_regex": None, "server_assignor": None,
+                        "topic_partitions": None}))
+            return
         for member in self.members:
             member.heartbeat = encode_request(
                 RequestHeader(HEARTBEAT.key, VERSIONS[HEARTBEAT.key], 0, CLIENT_ID),
@@ -425,7 +508,10 @@ class Generator:
                 frame = bytearray(member.heartbeat)
                 _I32.pack_into(frame, 8, member.index)
                 frames.append(bytes(frame))
-                expected.append(_I32.pack(12) + _I32.pack(member.index) + b"\x00" + bytes(4) + bytes(2) + b"\x00")
+                expected.append(self._expected(member))
+            conn.fast_size = len(expected[0])
+            if any(len(e) != conn.fast_size for e in expected):
+                raise LoadError("the members' answers differ in size")
             repeat = depth // len(frames) + 2
             conn.fast_frames = b"".join(frames) * repeat
             offsets, p = [], 0
@@ -449,6 +535,21 @@ class Generator:
         self.sending = False
         self._answered(lambda c: c.fast_batches, "heartbeats", self._fast_read)
 
+    def _expected(self, member: Member) -> bytes:
+        """A healthy server's answer to the member's heartbeat (correlation id: its index)."""
+        if self.plan.requests != "consumer":
+            return _I32.pack(12) + _I32.pack(member.index) + b"\x00" + bytes(4) + bytes(2) + b"\x00"
+        api = CONSUMER_GROUP_HEARTBEAT
+        return encode_response(RequestHeader(api.key, VERSIONS[api.key], member.index, None), build(
+            api.response.struct, {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                                  "member_id": member.member_id, "member_epoch": member.generation,
+                                  "heartbeat_interval_ms": member.interval_ms, "assignment": None}))
+
+    @property
+    def _api(self) -> str:
+        """The name the load's heartbeats are counted under."""
+        return "consumer_heartbeat" if self.plan.requests == "consumer" else "heartbeat"
+
     def _fast_send(self, conn: LoadConnection, n: int, now: float) -> None:
         s, offsets = conn.fast_sent, conn.fast_offsets
         self.send(conn, conn.fast_frames[offsets[s]:offsets[s + n]])
@@ -462,14 +563,21 @@ class Generator:
         if conn.inbuf:
             data = bytes(conn.inbuf) + data
             conn.inbuf.clear()
-        n, rest = divmod(len(data), _HEARTBEAT_ANSWER)
+        size = conn.fast_size
+        n, rest = divmod(len(data), size)
+        a = conn.fast_acked
+        good = data[:n * size] == conn.fast_expected[a * size:(a + n) * size]
+        if not good:  # answers of other sizes among them (an error's, with its message): frame by frame
+            n, p = 0, 0
+            while len(data) - p >= 4 and len(data) - p - 4 >= _I32.unpack_from(data, p)[0]:
+                p += 4 + _I32.unpack_from(data, p)[0]
+                n += 1
+            rest = len(data) - p
         if rest:
             conn.inbuf += data[len(data) - rest:]
         if not n:
             return
         now = time.perf_counter()
-        a = conn.fast_acked
-        good = data[:n * _HEARTBEAT_ANSWER] == conn.fast_expected[a * _HEARTBEAT_ANSWER:(a + n) * _HEARTBEAT_ANSWER]
         conn.fast_acked = (a + n) % conn.fast_period
         batches, left, oldest = conn.fast_batches, n, conn.fast_batches[0][1]
         while left:
@@ -479,22 +587,27 @@ class Generator:
                 batches[0][0] -= left
                 left = 0
         if self.measuring:
-            errors = None if good else self._heartbeat_errors(data[:n * _HEARTBEAT_ANSWER])
-            self.stats.answer("heartbeat", now - oldest, errors, n)
+            errors = None if good else self._heartbeat_errors(data[:len(data) - rest], size)
+            self.stats.answer(self._api, now - oldest, errors, n)
         if self.sending:
             self._fast_send(conn, n, now)
 
     @staticmethod
-    def _heartbeat_errors(data: bytes) -> dict[str, int]:
+    def _heartbeat_errors(data: bytes, expected_size: int) -> dict[str, int]:
+        """By name, the errors of the answers in `data` (whole frames); one of a healthy
+        answer's size and error 0 that is not the expected bytes is "answer differs"."""
         errors: Counter[str] = Counter()
-        for p in range(0, len(data), _HEARTBEAT_ANSWER):
+        p = 0
+        while p < len(data):
             size, = _I32.unpack_from(data, p)
-            if size != _HEARTBEAT_ANSWER - 4:
+            code = _heartbeat_error(data, p + 4) if size >= 11 else None  # the same place in both heartbeats
+            if code is None:
                 errors["malformed answer"] += 1
-                continue
-            code = _heartbeat_error(data, p + 4)
-            if code:
+            elif code:
                 errors[error_name(code)] += 1
+            elif size != expected_size - 4:
+                errors["answer differs"] += 1
+            p += 4 + size
         return errors
 
     # -- Metadata, as fast as possible ---------------------------------------------------
@@ -607,8 +720,8 @@ class Generator:
 
     def _heartbeat_answer(self, conn: LoadConnection, frame: bytes, due: float, now: float) -> None:
         if self.measuring:
-            code = _heartbeat_error(frame)
-            self.stats.answer("heartbeat", now - due, {error_name(code): 1} if code else None)
+            code = _heartbeat_error(frame)  # in both kinds of heartbeat's answers, the same place
+            self.stats.answer(self._api, now - due, {error_name(code): 1} if code else None)
         self._next(conn)
 
     def _commit_answer(self, member: Member, offset: int, again: bool):
@@ -755,7 +868,11 @@ def run(plan: Plan) -> dict:
     gen = Generator(plan)
     result: dict = {"plan": plan.__dict__}
     gen.connect()
-    if plan.join:
+    if plan.join and plan.requests == "consumer":
+        result["join_s"] = round(gen.consumer_join_all(time.perf_counter() + 120), 3)
+        result["epochs"] = dict(Counter(m.generation for m in gen.members))
+        result["join_retries"] = dict(gen.join_retries)
+    elif plan.join:
         result["join_s"] = round(gen.join_all(time.perf_counter() + 120), 3)
         result["generations"] = dict(Counter(m.generation for m in gen.members))
         result["join_retries"] = dict(gen.join_retries)
@@ -767,7 +884,7 @@ def run(plan: Plan) -> dict:
     mine = resource.getrusage(resource.RUSAGE_SELF)
     if plan.requests == "metadata":
         result["metadata"] = gen.pipelined_metadata(start, end)
-    elif plan.rate == 0 and plan.requests == "heartbeat" and not plan.commit_interval:
+    elif plan.rate == 0 and plan.requests in ("heartbeat", "consumer") and not plan.commit_interval:
         gen.pipelined_heartbeats(start, end)
     else:
         gen.scheduled(start, end)
@@ -782,7 +899,7 @@ def run(plan: Plan) -> dict:
         result["profile"] = profile.summary(Path(plan.profile)) if Path(plan.profile).exists() else None
     if plan.verify and plan.join:
         result["verify"] = gen.verify(time.perf_counter() + 60)
-    if plan.rejoin and plan.join:
+    if plan.rejoin and plan.join and plan.requests != "consumer":
         result["rejoin_s"] = round(gen.join_all(time.perf_counter() + 120), 3)
         result["generations_after_rejoin"] = dict(Counter(m.generation for m in gen.members))
     return result

@@ -9,6 +9,11 @@ coordinator and the references share one core; the generator (and ZooKeeper) the
 Without load options, the standard loads run, each with the target it is held to; with
 them, the one load they describe.
 
+The consumer protocol's loads (11, 12): steady consumer-protocol members (KIP-848) heartbeating,
+pipelined beside the classic heartbeat's fast path in the same run (its reference: the same
+load of classic members against a coordinator of the same code), and 10,000 of them at
+their default interval (group_consumer_heartbeat_interval_ms, 5 s) on schedule.
+
 The Metadata load (10) runs against two coordinators of the same code: with its cache of
 encoded answers, and with it turned off (metadata_cache_bytes = 0: every answer
 made afresh, as before the cache), over a registry of 1,000 partitions with their leaders.
@@ -55,7 +60,9 @@ class Target:
 class Load:
     name: str
     plan: Plan
-    reference: str | None  # "framing" | "group commit" | "uncached" (Metadata made afresh) | None
+    # "framing" | "group commit" | "uncached" (Metadata made afresh) | "classic" (the same load of
+    # classic members: the classic heartbeat's fast path) | None
+    reference: str | None
     targets: list[Target] = field(default_factory=list)
 
 
@@ -66,6 +73,7 @@ def _plan(**kw) -> Plan:
 def standard() -> list[Load]:
     """The loads of issue 14's targets."""
     hb = "ours['apis']['heartbeat']"
+    chb = "ours['apis']['consumer_heartbeat']"
     return [
         Load("heartbeats pipelined (8 connections x 32 in flight)",
              _plan(groups=8, members=64, connections=8, pipeline=32, duration=5), "framing",
@@ -125,6 +133,20 @@ def standard() -> list[Load]:
                      "['errors'] and not ref['apis']['metadata']['errors']"),
               Target("partitions answered", f"{METADATA_TOPICS * METADATA_PARTITIONS:,}",
                      f"ours['metadata']['partitions'] == {METADATA_TOPICS * METADATA_PARTITIONS}")]),
+        Load("consumer-protocol heartbeats pipelined (8 connections x 32 in flight), steady members: beside the "
+             "classic heartbeat's fast path (load 1's shape, against a coordinator of the same code)",
+             _plan(groups=8, members=64, connections=8, pipeline=32, duration=5, requests="consumer"), "classic",
+             [Target("consumer heartbeats/s over classic heartbeats/s", ">= 0.5", "ratio >= 0.5"),
+              Target("errors", "0", f"not {chb}['errors']"),
+              Target("every member still steady", "yes", "not ours['verify']['not_in_generation']")]),
+        Load("10,000 consumer-protocol members in 1,000 groups, 1 connection each, every 5 s (their default "
+             "interval)",
+             _plan(groups=1000, members=10_000, connections=10_000, rate=10_000 / 5, duration=15, warmup=3,
+                   requests="consumer"), None,
+             [Target("achieved over offered", ">= 0.99", f"{chb}['per_second'] >= 0.99 * 10_000 / 5"),
+              Target("p99 ms", "<= 5", f"{chb}['p99_ms'] <= 5"),
+              Target("errors", "0", f"not {chb}['errors']"),
+              Target("every member still steady", "yes", "not ours['verify']['not_in_generation']")]),
     ]
 
 
@@ -255,7 +277,7 @@ def _group_commit(load: Load, work: Path) -> dict:
 def _headline(load: Load, result: dict) -> tuple[str, float | None]:
     """The API a load is about (commits when it sends nothing else) and its rate in `result`."""
     plan = load.plan
-    api = ("metadata" if plan.requests == "metadata" else
+    api = ("metadata" if plan.requests == "metadata" else "consumer_heartbeat" if plan.requests == "consumer" else
            "offset_commit" if plan.requests == "commit" or (not plan.rate and plan.commit_interval) else "heartbeat")
     return api, result["apis"].get(api, {}).get("per_second")
 
@@ -309,12 +331,15 @@ def run_load(load: Load, profile: Path | None = None) -> dict:
             ref = _group_commit(load, work / "reference")
         elif load.reference == "uncached":
             ref = _ours(load, work / "reference", None, UNCACHED)
+        elif load.reference == "classic":
+            ref = _ours(replace(load, plan=replace(load.plan, requests="heartbeat")), work / "reference", None)
     if load.plan.requests == "metadata":
         ours["gateway"] = gateway_rewrites()
     api, mine = _headline(load, ours)
-    theirs = _headline(load, ref)[1] if ref else None
+    ref_api = "heartbeat" if load.reference == "classic" else api
+    theirs = ref["apis"].get(ref_api, {}).get("per_second") if ref else None
     ratio = mine / theirs if mine and theirs else None
-    out = {"load": load.name, "api": api, "reference": load.reference, "ours": ours, "ref": ref,
+    out = {"load": load.name, "api": api, "ref_api": ref_api, "reference": load.reference, "ours": ours, "ref": ref,
            "ratio": round(ratio, 3) if ratio is not None else None, "targets": []}
     for target in load.targets:
         try:
@@ -348,15 +373,16 @@ def table(results: list[dict]) -> str:
             rows += [r["load"], f"  BROKE DOWN: {r['error']}", ""]
             continue
         ours, ref = r["ours"], r["ref"] or {}
-        api = r["api"]
+        api, ref_api = r["api"], r.get("ref_api", r["api"])
         a = ours["apis"].get(api, {})
         rows.append(f"{r['load']}")
         rows.append(f"  {api}: ours {a.get('per_second', 0):,.0f}/s"
-                    + (f", {r['reference']} {ref['apis'][api]['per_second']:,.0f}/s, ratio {r['ratio']}"
+                    + (f", {r['reference']} {ref['apis'][ref_api]['per_second']:,.0f}/s, ratio {r['ratio']}"
                        if ref else "")
                     + f"; p50 {a.get('p50_ms')} ms, p99 {a.get('p99_ms')} ms, p999 {a.get('p999_ms')} ms"
-                    + (f" (reference p50 {ref['apis'][api].get('p50_ms')} ms, p99 {ref['apis'][api].get('p99_ms')} ms)"
-                       if ref and "p50_ms" in ref["apis"][api] else ""))
+                    + (f" (reference p50 {ref['apis'][ref_api].get('p50_ms')} ms, "
+                       f"p99 {ref['apis'][ref_api].get('p99_ms')} ms)"
+                       if ref and "p50_ms" in ref["apis"][ref_api] else ""))
         errors = {f"{k}:{n}": v for k, x in ours["apis"].items() for n, v in x["errors"].items()}
         server = ours.get("server") or {}
         rows.append(f"  errors {errors or 0}; coordinator CPU {_cpu(server)}, RSS {server.get('rss_mb')} MB"
