@@ -180,7 +180,9 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if (member is None or epoch <= 0 or member.epoch != epoch or member.classic is not None
                 or member.state is not MemberState.STABLE or epoch != self.assignment_epoch
-                or self.assignment_epoch != self.group_epoch or member.sent != member.assigned
+                or self.assignment_epoch != self.group_epoch
+                # `respond` makes them one object: the identity first spares comparing the sets
+                or (member.sent is not member.assigned and member.sent != member.assigned)
                 or may_describe is not member.may_describe  # `update` would look at its expression again
                 or (rebalance_timeout_ms != -1 and member.rebalance_timeout != rebalance_timeout_ms / 1000)):
             return False
