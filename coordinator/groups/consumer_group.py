@@ -184,10 +184,12 @@ class ConsumerGroup:
                 # `respond` makes them one object: the identity first spares comparing the sets
                 or (member.sent is not member.assigned and member.sent != member.assigned)
                 or may_describe is not member.may_describe  # `update` would look at its expression again
-                or (rebalance_timeout_ms != -1 and member.rebalance_timeout != rebalance_timeout_ms / 1000)
-                # a subscribed topic not known yet: the general path has the topic source look for it
-                or any(t not in self.partitions for t in member.subscribed)):
+                or (rebalance_timeout_ms != -1 and member.rebalance_timeout != rebalance_timeout_ms / 1000)):
             return False
+        partitions = self.partitions
+        for topic in member.subscribed:  # (a loop, not any(): no generator made per heartbeat)
+            if topic not in partitions:  # not known yet: the general path has the topic source look for it
+                return False
         member.session_deadline = now + self.config.session_timeout
         return True
 
