@@ -663,7 +663,7 @@ def bench_abuse(as_json: bool, bootstrap: str | None, metrics: str | None, probe
 @bench.command("load")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--loads", default="all", show_default=True,
-              help="The standard loads to run, by number (1-10, comma-separated; 10: Metadata from the cache against today's path), when no load option is given.")
+              help="The standard loads to run, by number (1-12, comma-separated; 10: Metadata from the cache against today's path; 11 and 12: consumer-protocol heartbeats), when no load option is given.")
 @click.option("--groups", type=click.IntRange(1, 100_000), help="Groups of the load (a custom load).")
 @click.option("--members", type=click.IntRange(1, 1_000_000), help="Members in all, spread over the groups.")
 @click.option("--connections", type=click.IntRange(1, 60_000), help="Connections the members are spread over.")
