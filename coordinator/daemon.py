@@ -317,7 +317,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 metrics.REGISTRY.register(metrics.LagCollector(
                     lambda: lag.lag(coordinator, log_ends), config["metrics_group_series"],
                     config["metrics_lag_partition_series"],
-                    lambda: windows.statuses(coordinator, int(time.time() * 1000))))
+                    lambda: windows.statuses(coordinator, int(time.time() * 1000)), lag.SEVERITY))
                 metrics.REGISTRY.register(metrics.MetadataCacheCollector(lambda: api.cluster.metadata_cache))
                 metrics.REGISTRY.register(metrics.GroupsCollector(
                     lambda: ((gid, state, members, kind) for gid, _, state, members, kind in coordinator.all_groups()),

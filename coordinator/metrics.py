@@ -354,25 +354,27 @@ class LagCollector:
     committed partitions have no known log end yet."""
 
     def __init__(self, lag: Callable[[], tuple[list[tuple[str, str, int, int]], int]], per_group: int,
-                 per_partition: int, statuses: Callable[[], dict[str, str]] | None = None):
+                 per_partition: int, statuses: Callable[[], dict[str, str]] | None = None,
+                 severity: dict[str, int] | None = None):
         self.lag = lag  # ((group, topic, partition, lag), partitions whose end is unknown)
         self.per_group = per_group
         self.per_partition = per_partition
         self.statuses = statuses  # group -> its status by Burrow's rules (cluster.lag)
+        self.severity = severity or {}  # status -> rank, least severe first (cluster.lag.SEVERITY)
 
     def collect(self):
         rows, unknown = self.lag()
-        yield from self._lag(rows, unknown)
+        by_group: dict[str, int] = {}  # each group's lag: what both families rank groups by
+        for group, _, _, n in rows:
+            by_group[group] = by_group.get(group, 0) + n
+        yield from self._lag(rows, unknown, by_group)
         if self.statuses is not None:
-            yield from self._statuses(self.statuses(), rows)
+            yield from self._statuses(self.statuses(), by_group)
 
-    def _statuses(self, statuses: dict[str, str], rows):
+    def _statuses(self, statuses: dict[str, str], lag: dict[str, int]):
         """One series per group for the `per_group` worst (by status, then lag, then name),
         and how many groups are in each status."""
-        order = {"OK": 0, "WARN": 1, "STOP": 2, "STALL": 3, "REWIND": 4}
-        lag: dict[str, int] = {}
-        for group, _, _, n in rows:
-            lag[group] = lag.get(group, 0) + n
+        order = self.severity
         family = GaugeMetricFamily(
             "groupkeeper_consumergroup_status",
             "1 for a group's status by Burrow's rules (OK, WARN, STOP, STALL, REWIND; Burrow's group "
@@ -390,12 +392,10 @@ class LagCollector:
             counts.add_metric([status], tally.get(status, 0))
         yield counts
 
-    def _lag(self, rows, unknown):
+    def _lag(self, rows, unknown, by_group: dict[str, int]):
         by_topic: dict[tuple[str, str], int] = {}
-        by_group: dict[str, int] = {}
         for group, topic, _, lag in rows:
             by_topic[(group, topic)] = by_topic.get((group, topic), 0) + lag
-            by_group[group] = by_group.get(group, 0) + lag
         named = set(heapq.nsmallest(self.per_group, by_group, key=lambda g: (-by_group[g], g)))
         summed: dict[tuple[str, str], int] = {}
         for (group, topic), lag in by_topic.items():

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
 
 from tools.cli import main
 from coordinator.store.zkserver import free_port
@@ -92,6 +93,16 @@ class CoordinatorProcess:
                 return answer.status, answer.read().decode()
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode()
+
+    def metric(self, name: str, **labels) -> float | None:
+        """The value of the first sample `name` with `labels` on /metrics, or None if none."""
+        status, body = self.scrape()
+        assert status == 200
+        for family in text_string_to_metric_families(body):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return sample.value
+        return None
 
     def cli(self, *args: str) -> str:
         """A `groupkeeper` admin command against this coordinator's ZooKeeper; must succeed."""

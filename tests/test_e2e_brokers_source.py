@@ -161,19 +161,9 @@ def test_lag_comes_from_the_leaders_the_brokers_named(zookeeper, tmp_path):
         assert groupkeeper.stop() == 0
 
 
-def _metric(process: CoordinatorProcess, name: str, **labels) -> float | None:
-    status, body = process.scrape()
-    assert status == 200
-    for family in text_string_to_metric_families(body):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return sample.value
-    return None
-
-
 def _wait_for_metric(process: CoordinatorProcess, value: float, name: str, timeout: float = 30.0, **labels) -> None:
     deadline = time.monotonic() + timeout
-    while (got := _metric(process, name, **labels)) != value:
+    while (got := process.metric(name, **labels)) != value:
         assert time.monotonic() < deadline, f"{name} {labels}: {got}, not {value}"
         time.sleep(0.1)
 
@@ -192,18 +182,18 @@ def test_lag_on_metrics_is_asked_of_the_leaders_and_kept_current(zookeeper, tmp_
         assert member.join_and_sync() == {"lagged": [0, 1]}
         assert member.commit("lagged", {0: 40, 1: 45}) == [0, 0]
         _wait_for_metric(groupkeeper, 65, "groupkeeper_consumergroup_lag", group="laggards", topic="lagged")
-        assert _metric(groupkeeper, "groupkeeper_consumergroup_partition_lag", group="laggards", topic="lagged",
+        assert groupkeeper.metric("groupkeeper_consumergroup_partition_lag", group="laggards", topic="lagged",
                        partition="0") == 60
         broker.logs[("lagged", 1)] = Log(10, 80)  # records arrive; nobody reads them
         _wait_for_metric(groupkeeper, 95, "groupkeeper_consumergroup_lag", group="laggards", topic="lagged")
-        assert _metric(groupkeeper, "groupkeeper_lag_list_offsets_requests_total", outcome="ok") >= 2
+        assert groupkeeper.metric("groupkeeper_lag_list_offsets_requests_total", outcome="ok") >= 2
         # only partitions with committed offsets are asked about
-        assert _metric(groupkeeper, "groupkeeper_consumergroup_lag", topic="other") is None
+        assert groupkeeper.metric("groupkeeper_consumergroup_lag", topic="other") is None
         # commits that stopped while lag remains: Burrow's STOP, once the silence outlasts the window
         time.sleep(1.1)
         assert member.commit("lagged", {0: 41, 1: 45}) == [0, 0]
         _wait_for_metric(groupkeeper, 1, "groupkeeper_consumergroup_status", group="laggards", status="STOP")
-        assert _metric(groupkeeper, "groupkeeper_consumergroups_by_status", status="STOP") == 1
+        assert groupkeeper.metric("groupkeeper_consumergroups_by_status", status="STOP") == 1
         # and in `groups describe --state`, from the coordinator's own judgement
         assert described(groupkeeper.bootstrap, "laggards", "--state")["status"] == "STOP"
     finally:

@@ -14,7 +14,6 @@ import pytest
 from confluent_kafka import Consumer as CKConsumer, Producer as CKProducer, TopicPartition as CKPartition
 from kafka import KafkaProducer
 from kafka.structs import OffsetAndMetadata
-from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import free_port
@@ -390,17 +389,6 @@ def test_fetch_answers_naming_new_leaders_are_rewritten_whole_or_as_they_stream(
         broker.stop()
 
 
-def metric(process: CoordinatorProcess, name: str, **labels) -> float | None:
-    """A sample's value on the process's /metrics, or None if it has none."""
-    status, body = process.scrape()
-    assert status == 200
-    for family in text_string_to_metric_families(body):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return sample.value
-    return None
-
-
 def test_consumer_lag_is_read_from_the_fetch_answers_relayed(gateway, tansu):  # noqa: F811
     """Lag on /metrics through the gateway: each committed offset against the high
     watermark of the Fetch answers the gateway relayed to the group's consumer, with no
@@ -423,11 +411,11 @@ def test_consumer_lag_is_read_from_the_fetch_answers_relayed(gateway, tansu):  #
         consumer.commit(offsets=[CKPartition(TOPIC, p, o) for p, o in positions.items()], asynchronous=False)
         expected = sum(ends[p] - positions[p] for p in ends)
         deadline = time.monotonic() + 30
-        while metric(gateway, "groupkeeper_consumergroup_lag", group="lagging", topic=TOPIC) != expected:
-            assert time.monotonic() < deadline, metric(gateway, "groupkeeper_consumergroup_lag", group="lagging")
+        while gateway.metric("groupkeeper_consumergroup_lag", group="lagging", topic=TOPIC) != expected:
+            assert time.monotonic() < deadline, gateway.metric("groupkeeper_consumergroup_lag", group="lagging")
             consumer.poll(0.2)  # keeps fetching: the high watermarks keep coming
-        assert not metric(gateway, "groupkeeper_lag_list_offsets_requests_total", outcome="ok")
-        assert metric(gateway, "groupkeeper_consumergroup_lag_unknown_partitions") == 0
+        assert not gateway.metric("groupkeeper_lag_list_offsets_requests_total", outcome="ok")
+        assert gateway.metric("groupkeeper_consumergroup_lag_unknown_partitions") == 0
     finally:
         consumer.close()
 

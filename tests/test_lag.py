@@ -153,7 +153,8 @@ def test_commit_windows_keep_the_last_commits_with_their_lag_and_judge_groups():
 def test_the_status_metrics_name_the_worst_groups_and_count_all():
     statuses = {"a": lag.OK, "b": lag.STALL, "c": lag.WARN, "d": lag.OK}
     rows = [("a", "t", 0, 1000), ("b", "t", 0, 1), ("c", "t", 0, 5), ("d", "t", 0, 7)]
-    got = families(LagCollector(lambda: (rows, 0), per_group=2, per_partition=0, statuses=lambda: statuses))
+    got = families(LagCollector(lambda: (rows, 0), per_group=2, per_partition=0, statuses=lambda: statuses,
+                                severity=lag.SEVERITY))
     assert got["groupkeeper_consumergroup_status"] == {("b", lag.STALL): 1, ("c", lag.WARN): 1}
     assert got["groupkeeper_consumergroups_by_status"] == {
         ("OK",): 2, ("WARN",): 1, ("STOP",): 0, ("STALL",): 1, ("REWIND",): 0}

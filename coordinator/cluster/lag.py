@@ -10,17 +10,21 @@ from collections.abc import Iterator
 from ..topics.log_ends import Key, LogEnds
 
 
-def committed(coordinator) -> Iterator[tuple[str, str, int, int]]:
-    """(group, topic, partition, committed offset) of every group served here: the offsets
-    ZooKeeper has confirmed, of loaded group-partitions not being handed over."""
+def groups_offsets(coordinator) -> Iterator[tuple[str, dict]]:
+    """(group, topic -> partition -> entry) of every group served here: the offsets ZooKeeper
+    has confirmed, of loaded group-partitions not being handed over."""
     for owned in list(coordinator.owned.values()):
-        if not owned.loaded.is_set() or owned.releasing:
-            continue
-        for group, topics in owned.store.durable.items():
-            for topic, partitions in topics.items():
-                for partition, entry in partitions.items():
-                    if entry[0] >= 0:
-                        yield group, topic, partition, entry[0]
+        if owned.loaded.is_set() and not owned.releasing:
+            yield from owned.store.durable.items()
+
+
+def committed(coordinator) -> Iterator[tuple[str, str, int, int]]:
+    """(group, topic, partition, committed offset) of every group served here."""
+    for group, topics in groups_offsets(coordinator):
+        for topic, partitions in topics.items():
+            for partition, entry in partitions.items():
+                if entry[0] >= 0:
+                    yield group, topic, partition, entry[0]
 
 
 def committed_partitions(coordinator) -> set[Key]:
@@ -28,17 +32,23 @@ def committed_partitions(coordinator) -> set[Key]:
     return {(topic, partition) for _, topic, partition, _ in committed(coordinator)}
 
 
+def lag_of(ends: LogEnds, topic: str, partition: int, offset: int) -> int | None:
+    """How far `offset` is behind the partition's log end, None if the end is not known.
+    Never negative: an end seen before the commit that passed it is older than the commit."""
+    end = ends.get(topic, partition)
+    return None if end is None else max(0, end[0] - offset)
+
+
 def lag(coordinator, ends: LogEnds) -> tuple[list[tuple[str, str, int, int]], int]:
     """((group, topic, partition, lag) where the log's end is known, and how many committed
-    partitions' ends are not). Lag is never negative: an end seen before the commit that
-    passed it is older than the commit."""
+    partitions' ends are not)."""
     rows, unknown = [], 0
     for group, topic, partition, offset in committed(coordinator):
-        end = ends.get(topic, partition)
-        if end is None:
+        behind = lag_of(ends, topic, partition, offset)
+        if behind is None:
             unknown += 1
         else:
-            rows.append((group, topic, partition, max(0, end[0] - offset)))
+            rows.append((group, topic, partition, behind))
     return rows, unknown
 
 
@@ -109,8 +119,7 @@ class CommitWindows:
                 if len(self.windows) >= self.max_partitions:
                     continue
                 window = self.windows[key] = []
-            end = self.ends.get(topic, partition)
-            commit = (offset, when, None if end is None else max(0, end[0] - offset))
+            commit = (offset, when, lag_of(self.ends, topic, partition, offset))
             if window and 0 <= when - window[-1][1] < self.min_distance_ms:
                 window[-1] = commit
             else:
@@ -128,9 +137,8 @@ class CommitWindows:
             for partition, entry in partitions.items():
                 if entry[0] < 0:
                     continue
-                end = self.ends.get(topic, partition)
                 status = partition_status(self.windows.get((group, topic, partition), ()),
-                                          None if end is None else max(0, end[0] - entry[0]), now_ms)
+                                          lag_of(self.ends, topic, partition, entry[0]), now_ms)
                 if worst is None or SEVERITY[status] > SEVERITY[worst]:
                     worst = status
         return worst
@@ -140,14 +148,11 @@ class CommitWindows:
         Windows of partitions no longer served here are dropped."""
         worst: dict[str, str] = {}
         kept = set()
-        for group, topic, partition, offset in committed(coordinator):
-            key = (group, topic, partition)
-            kept.add(key)
-            end = self.ends.get(topic, partition)
-            status = partition_status(self.windows.get(key, ()), None if end is None else max(0, end[0] - offset),
-                                      now_ms)
-            if SEVERITY[status] >= SEVERITY[worst.get(group, OK)]:
+        for group, offsets in groups_offsets(coordinator):
+            if (status := self.group_status(group, offsets, now_ms)) is not None:
                 worst[group] = status
+            kept.update((group, topic, p) for topic, partitions in offsets.items()
+                        for p, entry in partitions.items() if entry[0] >= 0)
         for key in [k for k in self.windows if k not in kept]:
             del self.windows[key]
         return worst
