@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -730,34 +731,15 @@ def probe_never_reads(run: _Run) -> Findings:
         if answer_bytes < SMALL_ANSWER:  # a deployment with few topics: name many that do not exist
             topics = [{"name": f"{run.tag}-{i:03d}".ljust(LONG_TOPIC - 1, "x")} for i in range(100)]
             frame, answer_bytes = _metadata_answered(sock, topics)
-        before = peak = run.target.rss()
-        sock.setblocking(False)
-        batch = frame * 64
-        pending = memoryview(b"")  # the rest of a batch the socket took only part of
-        sent, closed_after, other_ms = 0, None, None
-        started = time.monotonic()
-        while (elapsed := time.monotonic() - started) < s.never_reads_seconds:
-            _, writable, _ = select.select([], [sock], [], 0.1)
-            if writable:
-                pending = pending or memoryview(batch)
-                try:
-                    took = sock.send(pending)
-                    sent, pending = sent + took, pending[took:]
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    closed_after = elapsed
-                    break
-            if peak is not None:
-                peak = max(peak, run.target.rss() or 0)
-            if other_ms is None and elapsed > s.never_reads_seconds / 2:
-                t0 = time.perf_counter()
-                other = run.target.connect()
-                try:
-                    other.pipeline(METADATA, 1, [{"topics": topics}])
-                finally:
-                    other.close()
-                other_ms = _ms(time.perf_counter() - t0)
+        before = run.target.rss()
+
+        def other_client() -> None:
+            other = run.target.connect()
+            try:
+                other.pipeline(METADATA, 1, [{"topics": topics}])
+            finally:
+                other.close()
+        sent, peak, closed_after, other_ms = _send_never_reading(run, sock, frame * 64, before, other_client)
     finally:
         sock.close()
     requests = sent // len(frame)
@@ -767,9 +749,7 @@ def probe_never_reads(run: _Run) -> Findings:
     if closed_after is not None:
         f.figures["closed_by_server_after_s"] = round(closed_after, 2)
     if before is None or peak is None:
-        source = run.target.memory_source()
-        f.figures["memory"] = ("unmeasured: no --metrics" if source is None else
-                               f"unmeasured: no process_resident_memory_bytes at {source}")
+        f.figures["memory"] = _unmeasured(run)
     else:
         growth = peak - before
         f.figures.update({"rss_before_mib": round(before / MiB, 1), "rss_growth_mib": round(growth / MiB, 1),
@@ -805,33 +785,16 @@ def probe_never_reads_waiting(run: _Run) -> Findings:
         sock.sendall(frame)  # one answer read whole: its size
         answer_bytes = 4 + int.from_bytes(read_exactly(sock, 4), "big", signed=True)
         read_exactly(sock, answer_bytes - 4)
-        before = peak = run.target.rss()
-        sock.setblocking(False)
-        batch = frame * max(1, 65536 // len(frame))
-        pending = memoryview(b"")
-        sent, other_ms = 0, None
-        started = time.monotonic()
-        while (elapsed := time.monotonic() - started) < s.never_reads_seconds:
-            _, writable, _ = select.select([], [sock], [], 0.1)
-            if writable:
-                pending = pending or memoryview(batch)
-                try:
-                    took = sock.send(pending)
-                    sent, pending = sent + took, pending[took:]
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    break
-            if peak is not None:
-                peak = max(peak, run.target.rss() or 0)
-            if other_ms is None and elapsed > s.never_reads_seconds / 2:
-                t0 = time.perf_counter()
-                other = run.target.connect((host, port))
-                try:
-                    other.pipeline(API_VERSIONS, 0, [{}])
-                finally:
-                    other.close()
-                other_ms = _ms(time.perf_counter() - t0)
+        before = run.target.rss()
+
+        def other_client() -> None:
+            other = run.target.connect((host, port))
+            try:
+                other.pipeline(API_VERSIONS, 0, [{}])
+            finally:
+                other.close()
+        sent, peak, _, other_ms = _send_never_reading(run, sock, frame * max(1, 65536 // len(frame)), before,
+                                                      other_client)
     finally:
         sock.close()
     closed = time.monotonic()
@@ -846,9 +809,7 @@ def probe_never_reads_waiting(run: _Run) -> Findings:
                  "answers_asked_mib": round(requests * answer_bytes / MiB, 1), "other_client_ms": other_ms,
                  "memory": run.target.memory_source()}
     if before is None or peak is None or after is None:
-        source = run.target.memory_source()
-        f.figures["memory"] = ("unmeasured: no --metrics" if source is None else
-                               f"unmeasured: no process_resident_memory_bytes at {source}")
+        f.figures["memory"] = _unmeasured(run)
     else:
         bound = s.memory_bound + 2 * answer_bytes  # the limit's, and an answer or two past it
         f.figures.update({"rss_before_mib": round(before / MiB, 1), "rss_growth_mib": round((peak - before) / MiB, 1),
@@ -861,6 +822,46 @@ def probe_never_reads_waiting(run: _Run) -> Findings:
                  f"{s.deadline:g} s after the client closed")
     f.expect(other_ms is not None, "no other client was served during the flood")
     return f
+
+
+def _unmeasured(run: _Run) -> str:
+    """Why the coordinator's resident memory could not be read."""
+    source = run.target.memory_source()
+    return ("unmeasured: no --metrics" if source is None else
+            f"unmeasured: no process_resident_memory_bytes at {source}")
+
+
+def _send_never_reading(run: _Run, sock: socket.socket, batch: bytes, before: int | None,
+                        other_client: Callable[[], None]) -> tuple[int, int | None, float | None, float | None]:
+    """`batch` (requests) sent on `sock` over and over for `never_reads_seconds`, no answer
+    ever read, the coordinator's resident memory followed, and `other_client` served once
+    halfway: (bytes sent, peak memory (None: unmeasured), seconds until the server closed the
+    connection (None: it did not), the other client's ms (None: it did not get that far))."""
+    s = run.settings
+    sock.setblocking(False)
+    peak = before
+    pending = memoryview(b"")  # the rest of a batch the socket took only part of
+    sent, closed_after, other_ms = 0, None, None
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < s.never_reads_seconds:
+        _, writable, _ = select.select([], [sock], [], 0.1)
+        if writable:
+            pending = pending or memoryview(batch)
+            try:
+                took = sock.send(pending)
+                sent, pending = sent + took, pending[took:]
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed_after = elapsed
+                break
+        if peak is not None:
+            peak = max(peak, run.target.rss() or 0)
+        if other_ms is None and elapsed > s.never_reads_seconds / 2:
+            t0 = time.perf_counter()
+            other_client()
+            other_ms = _ms(time.perf_counter() - t0)
+    return sent, peak, closed_after, other_ms
 
 
 def _metadata_answered(sock: socket.socket, topics: list[dict] | None) -> tuple[bytes, int]:
