@@ -62,7 +62,6 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -544,34 +543,10 @@ def _measured(work: Callable[[], dict], relay_pid: int | None, broker_pid: int, 
 
 
 def summary(raws: list[Path], top: int = 15) -> dict | None:
-    """py-spy's samples of groupkeeper's serving (main, trio) thread: how many found it waiting
-    in epoll (idle); of the others, the lines with the most on top of the stack (own) and the
-    functions with the most anywhere on it (inclusive), as shares of the busy samples."""
-    own: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    serving = idle = 0
-    for raw in raws:
-        if not raw.exists():
-            continue
-        for stack, names, n in py_spy.stacks(raw):
-            if "tools/__main__.py" not in stack:  # another thread's (kazoo's, trio's workers)
-                continue
-            serving += n
-            if names[-1].startswith("EpollIOManager.get_events"):
-                idle += n
-                continue
-            own[names[-1]] += n
-            below = next((i + 1 for i, name in enumerate(names) if name.startswith("unrolled_run")), 0)
-            for name in {name.rpartition(":")[0] for name in names[below:]}:  # by function, below trio's loop
-                inclusive[name] += n
-    if not serving:
-        return None
-    busy = serving - idle
-
-    def share(counter: Counter[str]) -> list:
-        return [[name, round(n / busy, 3)] for name, n in counter.most_common(top)] if busy else []
-    return {"raw": [str(r) for r in raws], "samples": serving, "idle": idle, "busy": busy, "own": share(own),
-            "inclusive": share(inclusive)}
+    """py-spy's samples of groupkeeper's serving thread (`profile.serving_summary`), with the
+    files they came from."""
+    found = py_spy.serving_summary(raws, top)
+    return None if found is None else {"raw": [str(r) for r in raws], **found}
 
 
 def _percentile(ordered: list[float], q: float) -> float | None:

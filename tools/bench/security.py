@@ -46,7 +46,6 @@ import struct
 import subprocess
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -291,35 +290,9 @@ class _Phase:
                   "server_cpu_us": round((user + system) / count * 1e6, 2) if count else None,
                   "client_cpu_us": round(client_cpu / count * 1e6, 2) if count else None}
         if self.raw is not None:
-            result["profile"] = _profile(self.raw) if self.raw.exists() else None
+            # py-spy runs without --gil here, so time in OpenSSL (which releases the GIL) counts
+            result["profile"] = py_spy.serving_summary([self.raw]) if self.raw.exists() else None
         return result
-
-
-def _profile(raw: Path, top: int = 15) -> dict:
-    """py-spy's samples of the serving (main, trio) thread: how many found it waiting in epoll
-    (idle), and of the others the functions with the most, on top of the stack (own, by
-    line) and anywhere on it (inclusive, by function). py-spy runs without --gil, so time in
-    OpenSSL (which releases the GIL) counts; other threads' samples (kazoo's, trio's idle
-    workers) are left out."""
-    own: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    serving = idle = 0
-    for stack, names, n in py_spy.stacks(raw):
-        if "coordinator/__main__.py" not in stack:  # another thread's
-            continue
-        serving += n
-        if names[-1].startswith("EpollIOManager.get_events"):
-            idle += n
-            continue
-        own[names[-1]] += n
-        below = next((i + 1 for i, name in enumerate(names) if name.startswith("unrolled_run")), 0)
-        for name in {name.rpartition(":")[0] for name in names[below:]}:  # by function; not the frames
-            inclusive[name] += n                                          # every sample has (runpy, click)
-    busy = serving - idle
-
-    def share(counter: Counter[str]) -> list:
-        return [[name, round(n / busy, 3)] for name, n in counter.most_common(top)] if busy else []
-    return {"samples": serving, "idle": idle, "busy": busy, "own": share(own), "inclusive": share(inclusive)}
 
 
 def _connecting(port: int, context: ssl.SSLContext | None, scram: _Scram | None) -> Callable[[float], int]:

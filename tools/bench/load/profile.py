@@ -43,6 +43,39 @@ def summary(raw: Path, top: int = 25) -> dict:
     return {"samples": total, "own": share(own), "inclusive": share(inclusive)}
 
 
+def serving_summary(raws: list[Path], top: int = 15) -> dict | None:
+    """The samples of groupkeeper's serving (main, trio) thread in `raws` (those that exist):
+    how many found it waiting in epoll (idle); of the others, the lines with the most on top
+    of the stack (own) and the functions with the most anywhere on it below trio's run loop
+    (inclusive; not the frames every sample has: runpy, click), as shares of the busy
+    samples. Other threads' samples (kazoo's, trio's idle workers) are left out. None when
+    no sample was of that thread."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    serving = idle = 0
+    for raw in raws:
+        if not raw.exists():
+            continue
+        for stack, names, n in stacks(raw):
+            if "tools/__main__.py" not in stack:  # another thread's (`python -m tools run`)
+                continue
+            serving += n
+            if names[-1].startswith("EpollIOManager.get_events"):
+                idle += n
+                continue
+            own[names[-1]] += n
+            below = next((i + 1 for i, name in enumerate(names) if name.startswith("unrolled_run")), 0)
+            for name in {name.rpartition(":")[0] for name in names[below:]}:  # by function
+                inclusive[name] += n
+    if not serving:
+        return None
+    busy = serving - idle
+
+    def share(counter: Counter[str]) -> list:
+        return [[name, round(n / busy, 3)] for name, n in counter.most_common(top)] if busy else []
+    return {"samples": serving, "idle": idle, "busy": busy, "own": share(own), "inclusive": share(inclusive)}
+
+
 def stacks(raw: Path):
     """py-spy's raw samples: (the stack as written, its frames' names, how many samples)."""
     for line in raw.read_text().splitlines():
