@@ -72,7 +72,7 @@ from coordinator.store.zkserver import ZooKeeperServer, free_port
 
 from ..kafka_admin import NodeConnection, Unreachable
 from .load import profile as py_spy
-from .process import NotStarted, RunProcess
+from .process import NotStarted, RunProcess, stop
 
 MODES = ("direct", "relay", "gateway")
 LABELS = {"direct": "DIRECT", "relay": "RELAY", "gateway": "GATEWAY"}
@@ -119,18 +119,6 @@ def _child() -> None:
 
 def _preexec():
     return _child if threading.current_thread() is threading.main_thread() else os.setsid
-
-
-def _stop(process: subprocess.Popen | None, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
-    if process is None or process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -265,7 +253,7 @@ class _Tansu:
         return self.process.pid
 
     def stop(self) -> None:
-        _stop(self.process)
+        stop(self.process)
 
 
 def haproxy_binary() -> str | None:
@@ -301,7 +289,7 @@ class _HAProxy:
         return self.process.pid
 
     def stop(self) -> None:
-        _stop(self.process)
+        stop(self.process)
 
 
 def _start_zookeeper(server: ZooKeeperServer) -> None:

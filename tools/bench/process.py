@@ -34,13 +34,19 @@ class RunProcess:
 
     def stop(self, timeout: float) -> None:
         """SIGTERM, as an operator stops it; killed if it has not exited within `timeout`."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process, timeout)
+
+
+def stop(process: subprocess.Popen | None, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` (nothing if not running)."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def raise_open_files(wanted: int) -> None:
