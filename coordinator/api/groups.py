@@ -15,7 +15,7 @@ from protocol.schemas import (CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT,
 
 from ..cluster.ownership import Owned
 from ..groups.consumer_group import STATIC_LEAVE_EPOCH, by_topic
-from ..groups.retention import subscribed
+from ..groups.retention import consumer_subscribed, subscribed
 from ..groups.state import GroupState
 from ..security.acls.authorizer import CLUSTER_NAME, Operation, ResourceType
 from ..security.client import Client
@@ -342,7 +342,7 @@ class GroupApi(ApiPart):
         if group is None and consumer is None and offsets is None:
             return answer(E.GROUP_ID_NOT_FOUND)
         if consumer is not None and consumer.members:
-            kept = frozenset(t for x in consumer.members.values() for t in consumer.topics_of(x))
+            kept = consumer_subscribed(consumer)
         elif group is not None and group.members and group.state != GroupState.EMPTY:
             if group.protocol_type != "consumer":
                 return answer(E.NON_EMPTY_GROUP)

@@ -123,11 +123,10 @@ class GatewayClusterApi(ClusterApi):
         if self.authorization is not None and not self.authorization.super_user(connection.client):
             raise CloseConnection("share groups through the gateway with ACLs on: super users only")
         groups = _share_groups(header.api_key, request)
-        pending = Pending()
         if not groups:
-            pending.resolve(_answered(encode_response(header, _share_error(header.api_key, request,
-                                                                           ErrorCode.INVALID_REQUEST))))
-            return pending
+            return self.gateway.answer(encode_response(header, _share_error(header.api_key, request,
+                                                                            ErrorCode.INVALID_REQUEST)))
+        pending = Pending()
         watch = self._moved_watch(header.api_key, header.api_version, groups)
         node = self.gateway.share_coordinator(groups[0])
         if node is not None:
@@ -144,7 +143,7 @@ class GatewayClusterApi(ClusterApi):
             return
         if node is None:
             answer = encode_response(header, _share_error(header.api_key, request, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            pending.resolve(_answered(answer))
+            pending.resolve(lambda: answer)
             return
         try:
             self.gateway.send_routed(connection, node, frame, pending, watch)
@@ -219,7 +218,3 @@ def _share_error(api_key: int, request, error: ErrorCode):
             m.DescribeShareGroupOffsetsGroupResult(group_id=g.group_id, error_code=error, error_message=error.name)
             for g in request.groups])
     return class_for(APIS[api_key].response.struct)(error_code=error, error_message=error.name)
-
-
-def _answered(frame: bytes):
-    return lambda: frame

@@ -110,10 +110,16 @@ def subscribed(group: Group) -> frozenset[str] | None:
     return frozenset(topics)
 
 
+def consumer_subscribed(group: ConsumerGroup) -> frozenset[str]:
+    """The topics a consumer-protocol group's members subscribe to (names and what their
+    expressions resolve to)."""
+    return frozenset(t for m in group.members.values() for t in group.topics_of(m))
+
+
 def consumer_rule(group: ConsumerGroup) -> Rule:
     """A consumer-protocol group's rule (Kafka's `ConsumerGroup.offsetExpirationCondition`):
     from each offset's commit, members or not, for the topics no member subscribes to."""
-    return Rule(kept=frozenset(t for m in group.members.values() for t in group.topics_of(m)))
+    return Rule(kept=consumer_subscribed(group))
 
 
 def rule_of(groups: GroupSet, group_id: str) -> Rule | None:
