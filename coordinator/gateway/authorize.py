@@ -219,13 +219,7 @@ class Authorization:
         errors = [m.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
             m.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
                                        log_start_offset=-1) for p in t.partition_data]) for t, code in denied]
-        if not kept:
-            return Verdict(answer=encode_response(header, m.ProduceResponse(responses=errors)))
-        request.topic_data = kept
-
-        def merge(answer: Any) -> None:
-            answer.responses.extend(errors)
-        return Verdict(request=_request(header, request), merge=_merging(header, merge))
+        return _partly(header, request, "topic_data", kept, m.ProduceResponse, "responses", errors)
 
     # Fetch: Read on each topic; made sessionless
     def _fetch(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
@@ -257,14 +251,8 @@ class Authorization:
                                  last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                                  preferred_read_replica=-1, records=b"") for p in t.partitions])
             for t, code in denied]
-        if not kept:
-            return Verdict(answer=encode_response(header, m.FetchResponse(responses=errors)))
-        request.topics, request.session_id, request.session_epoch = kept, 0, -1
-        request.forgotten_topics_data = []
-
-        def merge(answer: Any) -> None:
-            answer.responses.extend(errors)
-        return Verdict(request=_request(header, request), merge=_merging(header, merge))
+        request.session_id, request.session_epoch, request.forgotten_topics_data = 0, -1, []
+        return _partly(header, request, "topics", kept, m.FetchResponse, "responses", errors)
 
     # ListOffsets: Describe on each topic
     def _list_offsets(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
@@ -276,13 +264,7 @@ class Authorization:
                                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                            old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1)
             for p in t.partitions]) for t in denied]
-        if not kept:
-            return Verdict(answer=encode_response(header, m.ListOffsetsResponse(topics=errors)))
-        request.topics = kept
-
-        def merge(answer: Any) -> None:
-            answer.topics.extend(errors)
-        return Verdict(request=_request(header, request), merge=_merging(header, merge))
+        return _partly(header, request, "topics", kept, m.ListOffsetsResponse, "topics", errors)
 
     # OffsetForLeaderEpoch: Describe on each topic (a follower: ClusterAction on the cluster)
     def _offset_for_leader_epoch(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
@@ -299,13 +281,7 @@ class Authorization:
         errors = [m.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
             m.EpochEndOffset(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)
             for p in t.partitions]) for t in denied]
-        if not kept:
-            return Verdict(answer=encode_response(header, m.OffsetForLeaderEpochResponse(topics=errors)))
-        request.topics = kept
-
-        def merge(answer: Any) -> None:
-            answer.topics.extend(errors)
-        return Verdict(request=_request(header, request), merge=_merging(header, merge))
+        return _partly(header, request, "topics", kept, m.OffsetForLeaderEpochResponse, "topics", errors)
 
     # Metadata: Describe per topic, Create for auto-creation; answers filtered
     def _metadata(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
@@ -528,13 +504,7 @@ class Authorization:
             return Verdict(request=frame)
         errors = [m.DescribeConfigsResult(error_code=code, error_message=None, resource_type=r.resource_type,
                                           resource_name=r.resource_name, configs=[]) for r, code in denied]
-        if not kept:
-            return Verdict(answer=encode_response(header, m.DescribeConfigsResponse(results=errors)))
-        request.resources = kept
-
-        def merge(answer: Any) -> None:
-            answer.results.extend(errors)
-        return Verdict(request=_request(header, request), merge=_merging(header, merge))
+        return _partly(header, request, "resources", kept, m.DescribeConfigsResponse, "results", errors)
 
     # AlterConfigs, IncrementalAlterConfigs: AlterConfigs on each resource
     def _alter_configs(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
@@ -545,14 +515,8 @@ class Authorization:
         result = m.IncrementalAlterConfigsResourceResponse if incremental else m.AlterConfigsResourceResponse
         errors = [result(error_code=code, error_message=None, resource_type=r.resource_type,
                          resource_name=r.resource_name) for r, code in denied]
-        if not kept:
-            response = m.IncrementalAlterConfigsResponse if incremental else m.AlterConfigsResponse
-            return Verdict(answer=encode_response(header, response(responses=errors)))
-        request.resources = kept
-
-        def merge(answer: Any) -> None:
-            answer.responses.extend(errors)
-        return Verdict(request=_request(header, request), merge=_merging(header, merge))
+        response = m.IncrementalAlterConfigsResponse if incremental else m.AlterConfigsResponse
+        return _partly(header, request, "resources", kept, response, "responses", errors)
 
     # CreatePartitions: Alter on each topic
     def _create_partitions(self, client, frame: bytes, header: RequestHeader, request: Any) -> Verdict:
@@ -561,13 +525,7 @@ class Authorization:
             return Verdict(request=frame)
         errors = [m.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                                 error_message=None) for t in denied]
-        if not kept:
-            return Verdict(answer=encode_response(header, m.CreatePartitionsResponse(results=errors)))
-        request.topics = kept
-
-        def merge(answer: Any) -> None:
-            answer.results.extend(errors)
-        return Verdict(request=_request(header, request), merge=_merging(header, merge))
+        return _partly(header, request, "topics", kept, m.CreatePartitionsResponse, "results", errors)
 
 
 def _split(items: list, allowed: Callable[[Any], bool]) -> tuple[list, list]:
@@ -575,6 +533,20 @@ def _split(items: list, allowed: Callable[[Any], bool]) -> tuple[list, list]:
     for item in items:
         (kept if allowed(item) else denied).append(item)
     return kept, denied
+
+
+def _partly(header: RequestHeader, request: Any, kept_field: str, kept: list, response: type, errors_field: str,
+            errors: list) -> Verdict:
+    """A request some of whose entries are denied (`errors`, as its answer's entries): answered
+    here, a `response` of the errors alone, when none is left; else sent on with only `kept`
+    (as its `kept_field`), the errors added to the broker's answer's `errors_field`."""
+    if not kept:
+        return Verdict(answer=encode_response(header, response(**{errors_field: errors})))
+    setattr(request, kept_field, kept)
+
+    def merge(answer: Any) -> None:
+        getattr(answer, errors_field).extend(errors)
+    return Verdict(request=_request(header, request), merge=_merging(header, merge))
 
 
 def _request(header: RequestHeader, body: Any) -> bytes:
