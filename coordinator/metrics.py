@@ -88,6 +88,9 @@ OFFSETS_EXPIRED = Counter("groupkeeper_offsets_expired_total",
 ZOOKEEPER_SECONDS = Histogram("groupkeeper_zookeeper_request_duration_seconds",
                               "ZooKeeper requests, by operation, as awaited by the coordinator.", ["op"],
                               buckets=_LATENCY, registry=REGISTRY)
+ZOOKEEPER_WRITTEN = Counter("groupkeeper_zookeeper_written_bytes_total",
+                            "Bytes of znode data the coordinator's multi() writes carried (creates and sets).",
+                            registry=REGISTRY)
 ZOOKEEPER_DATA = Gauge("groupkeeper_zookeeper_data_bytes",
                        "Bytes of data ZooKeeper holds, by its own estimate (mntr zk_approximate_data_size).",
                        registry=REGISTRY)

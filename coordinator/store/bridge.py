@@ -40,6 +40,11 @@ def protected_acl(user: str, password: str) -> list:
     return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
 
 
+def count_written(operations: list) -> None:
+    """Count the znode data a multi() carries (`groupkeeper_zookeeper_written_bytes_total`)."""
+    metrics.ZOOKEEPER_WRITTEN.inc(sum(len(getattr(op, "data", None) or b"") for op in operations))
+
+
 class ZooKeeperBridge:
     def __init__(self, hosts: str, session_timeout: float = 10.0, digest: tuple[str, str] | None = None):
         """`digest`: (user, password) to authenticate with; everything this session creates
@@ -179,6 +184,7 @@ class ZooKeeperBridge:
         would hold it until a reconnection."""
         delivery = _Delivery(self._token, on_done, self._unanswered)
         self._unanswered.add(delivery)
+        count_written(operations)
         if self.state != KazooState.CONNECTED:
             delivery.set_exception(ConnectionLoss())
             return

@@ -25,7 +25,7 @@ from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, 
                               SessionExpiredError)
 
 from . import layout
-from .bridge import ZooKeeperBridge
+from .bridge import ZooKeeperBridge, count_written
 from .errors import NotOwner, RolledBack, StoreError, StoreUnavailable
 
 
@@ -101,6 +101,7 @@ async def release(zk: ZooKeeperBridge, fence: Fence, instance: int, stopped_ms: 
 
 async def fenced_commit(zk: ZooKeeperBridge, fence: Fence, txn) -> None:
     """Commit `txn`, begun with `fence.transaction()`."""
+    count_written(txn.operations)
     await confirm(zk, fence, txn.commit_async())
 
 
