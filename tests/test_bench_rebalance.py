@@ -41,10 +41,13 @@ def test_both_protocols_end_with_every_partition_held_once_and_report_their_figu
         assert row["rebalances"] >= 2 and row["callbacks"] >= MEMBERS, name
         assert row["lost_callbacks"] == 0 and not row["poll_errors"], name
         assert row["cpu_s"]["coordinator"] > 0, name
+        assert row["heartbeats"] > 0 and row["zookeeper_writes"] > 0 and row["zookeeper_written_bytes"] > 0, name
+        assert row["zookeeper_writes_per_heartbeat"] == round(row["zookeeper_writes"] / row["heartbeats"], 3), name
     assert rows["consumer"]["coordinator"]["group_epoch"] == rows["consumer"]["coordinator"]["assignment_epoch"]
     assert rows["consumer"]["coordinator"]["members_at_group_epoch"] == MEMBERS
     assert rows["consumer"]["requests"].get("ConsumerGroupHeartbeat", 0) > 0
     assert "JoinGroup" not in rows["consumer"]["requests"]
+    assert result["zookeeper"]["cpu_target"] == 1.5 and result["zookeeper"]["consumer_writes_per_heartbeat"] > 0
     # eager revokes everything a member holds at every rebalance; cooperative only what moves
     assert rows["range"]["paused_per_member"]["total"] > rows["cooperative-sticky"]["paused_per_member"]["total"]
 

@@ -279,6 +279,32 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def metrics_counts(port: int) -> tuple[dict[str, int], dict[str, int], int]:
+    """From the coordinator's /metrics on `port`: requests answered so far, by API; ZooKeeper
+    requests made, by operation; bytes of znode data its multi() writes carried."""
+    with urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    kafka: Counter[str] = Counter()
+    answered = r'^groupkeeper_requests_total\{api="([^"]+)",error="[^"]*"\} (\S+)$'
+    for api, n in re.findall(answered, text, re.MULTILINE):
+        kafka[api] += int(float(n))
+    zookeeper = {op: int(float(n)) for op, n in re.findall(
+        r'^groupkeeper_zookeeper_request_duration_seconds_count\{op="([^"]+)"\} (\S+)$', text, re.MULTILINE)
+        if float(n)}
+    written = re.search(r'^groupkeeper_zookeeper_written_bytes_total (\S+)$', text, re.MULTILINE)
+    return dict(sorted(kafka.items())), zookeeper, int(float(written.group(1))) if written else 0
+
+
+def per_heartbeat(requests: dict[str, int], zookeeper_requests: dict[str, int], written_bytes: int) -> dict:
+    """ZooKeeper writes (multi requests) and bytes written per heartbeat answered (Heartbeat
+    and ConsumerGroupHeartbeat), over the same span."""
+    heartbeats = requests.get("Heartbeat", 0) + requests.get("ConsumerGroupHeartbeat", 0)
+    writes = zookeeper_requests.get("multi", 0)
+    return {"heartbeats": heartbeats, "zookeeper_writes": writes, "zookeeper_written_bytes": written_bytes,
+            "zookeeper_writes_per_heartbeat": round(writes / heartbeats, 3) if heartbeats else None,
+            "zookeeper_bytes_per_heartbeat": round(written_bytes / heartbeats, 1) if heartbeats else None}
+
+
 class _Coordinator:
     def __init__(self, work: Path, name: str, zookeeper: str, settings: Settings):
         self.port, self.metrics_port = free_port(), free_port()
@@ -323,18 +349,10 @@ class _Coordinator:
         finally:
             connection.close()
 
-    def requests(self) -> tuple[dict[str, int], dict[str, int]]:
-        """Requests answered so far, by API, and ZooKeeper requests made, by operation (its /metrics)."""
-        with urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as answer:
-            text = answer.read().decode()
-        kafka: Counter[str] = Counter()
-        answered = r'^groupkeeper_requests_total\{api="([^"]+)",error="[^"]*"\} (\S+)$'
-        for api, n in re.findall(answered, text, re.MULTILINE):
-            kafka[api] += int(float(n))
-        zookeeper = {op: int(float(n)) for op, n in re.findall(
-            r'^groupkeeper_zookeeper_request_duration_seconds_count\{op="([^"]+)"\} (\S+)$', text, re.MULTILINE)
-            if float(n)}
-        return dict(sorted(kafka.items())), zookeeper
+    def requests(self) -> tuple[dict[str, int], dict[str, int], int]:
+        """Requests answered so far, by API; ZooKeeper requests made, by operation; and the
+        bytes of znode data its multi() writes carried (its /metrics)."""
+        return metrics_counts(self.metrics_port)
 
     def view(self, row: Row, group: str) -> tuple[dict[str, set[int]], dict]:
         """The coordinator's assignment by member id, and what it says of the group."""
@@ -430,8 +448,7 @@ def _row(name: str, settings: Settings, work: Path, zookeeper: ZooKeeperServer) 
             last_first = ledger.first_assigned[-1]
         cpu_after = coordinator.cpu(), _cpu_seconds(zookeeper.process.pid), time.process_time()
         owned, described = coordinator.view(row, group)
-        requests, zookeeper_requests = (_minus(after, before) for after, before in
-                                        zip(coordinator.requests(), requests_before))
+        requests, zookeeper_requests, written = since(coordinator.requests(), requests_before)
         ours = {m.consumer.memberid(): ledger.held[m.index] for m in members}
         result = {
             "row": name, "label": row.label, "protocol": row.protocol, "strategy": row.strategy,
@@ -455,6 +472,7 @@ def _row(name: str, settings: Settings, work: Path, zookeeper: ZooKeeperServer) 
             "join_lag_max_ms": round(join_lag * 1000, 1), "consumer_create_max_ms": round(create_s * 1000, 1),
             "poll_errors": dict(sum((p.errors for p in pollers), Counter())),
             "requests": requests, "zookeeper_requests": zookeeper_requests,
+            **per_heartbeat(requests, zookeeper_requests, written),
             "load_average": [round(x, 2) for x in os.getloadavg()],
         }
         if row.protocol == "classic":
@@ -477,6 +495,12 @@ def _row(name: str, settings: Settings, work: Path, zookeeper: ZooKeeperServer) 
 
 def _minus(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: n - before.get(k, 0) for k, n in after.items() if n - before.get(k, 0)}
+
+
+def since(after: tuple[dict[str, int], dict[str, int], int],
+          before: tuple[dict[str, int], dict[str, int], int]) -> tuple[dict[str, int], dict[str, int], int]:
+    """What `metrics_counts` counted between `before` and `after`."""
+    return _minus(after[0], before[0]), _minus(after[1], before[1]), after[2] - before[2]
 
 
 def _close(members: list[_Member], timeout: float = 60.0) -> None:
@@ -517,6 +541,7 @@ def run(settings: Settings) -> dict:
                     result["rows"].append(_row(name, settings, work, zookeeper))
                 except Unreachable as exc:
                     raise RebalanceBenchError(f"{name}: {exc}") from None
+    result["zookeeper"] = zookeeper_summary(result["rows"])
     return result
 
 
@@ -530,21 +555,55 @@ def _n(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
 
+def _f(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+ZOOKEEPER_CPU_TARGET = 1.5  # issue 30: KIP-848's ZooKeeper CPU at most this times classic's, same scale-up
+WRITES_PER_HEARTBEAT_TARGET = 1.0  # issue 30: ZooKeeper writes per heartbeat at most this
+
+
+def zookeeper_summary(rows: list[dict]) -> dict:
+    """ZooKeeper's CPU under KIP-848 over cooperative-sticky's, and KIP-848's writes per
+    heartbeat, with issue 30's targets (None where a row is missing)."""
+    by = {r["row"]: r for r in rows}
+    consumer, classic = by.get("consumer"), by.get("cooperative-sticky")
+    ratio = None
+    if consumer and classic and classic["cpu_s"]["zookeeper"] > 0:
+        ratio = round(consumer["cpu_s"]["zookeeper"] / classic["cpu_s"]["zookeeper"], 2)
+    return {"cpu_consumer_over_cooperative_sticky": ratio, "cpu_target": ZOOKEEPER_CPU_TARGET,
+            "consumer_writes_per_heartbeat": consumer.get("zookeeper_writes_per_heartbeat") if consumer else None,
+            "writes_per_heartbeat_target": WRITES_PER_HEARTBEAT_TARGET}
+
+
+def zookeeper_footer(summary: dict) -> str:
+    return (f"ZooKeeper CPU consumer / classic cooperative-sticky: "
+            f"{_f(summary['cpu_consumer_over_cooperative_sticky'], '.2f')}x (target <= {summary['cpu_target']:g}x); "
+            f"consumer ZooKeeper writes per heartbeat: {_f(summary['consumer_writes_per_heartbeat'], '.3f')} "
+            f"(target <= {summary['writes_per_heartbeat_target']:g})")
+
+
 def table(result: dict) -> str:
     s = result["settings"]
     rows = [(f"{'PROTOCOL':<28} {'AFTER LAST JOIN':>15} {'TOTAL':>7} {'PAUSED MEAN':>11} {'MAX':>5} "
-             f"{'UNOWNED P-S':>11} {'LONGEST GAP':>11} {'REBALANCES':>10}  {'CPU S GK/ZK/CLIENTS':>19}")]
+             f"{'UNOWNED P-S':>11} {'LONGEST GAP':>11} {'REBALANCES':>10}  {'CPU S GK/ZK/CLIENTS':>19} "
+             f"{'ZK WRITES/HB':>12} {'ZK BYTES/HB':>11}")]
     for r in result["rows"]:
         paused, cpu = r["paused_per_member"], r["cpu_s"]
         cpu_text = f"{cpu['coordinator']:.1f}/{cpu['zookeeper']:.1f}/{cpu['clients']:.1f}"
         rows.append(f"{r['label']:<28} {_s(r['stable_after_last_join_s']):>15} {_s(r['total_s']):>7} "
                     f"{paused['mean']:>11.1f} {paused['max']:>5,} {r['unowned_partition_s']:>11,.0f} "
-                    f"{_s(r['longest_unowned_s']):>11} {r['rebalances']:>10,}  {cpu_text:>19}")
+                    f"{_s(r['longest_unowned_s']):>11} {r['rebalances']:>10,}  {cpu_text:>19} "
+                    f"{_f(r.get('zookeeper_writes_per_heartbeat'), '.3f'):>12} "
+                    f"{_f(r.get('zookeeper_bytes_per_heartbeat'), ',.0f'):>11}")
     rows.append(f"({s['members']} members joining one every {s['join_interval']:g} s, {s['partitions']:,} partitions; "
                 f"heartbeat {s['heartbeat_ms']} ms, session {s['session_timeout_ms'] / 1000:g} s for both protocols. "
                 f"Stable: every partition held once, every member holding some, nothing changed for {s['settle']:g} s. "
                 "PAUSED: partitions revoked from a member over the run. UNOWNED P-S: partition-seconds held by no "
-                "one after a first owner. REBALANCES: classic generations completed; KIP-848 group epoch)")
+                "one after a first owner. REBALANCES: classic generations completed; KIP-848 group epoch. "
+                "ZK WRITES/HB, ZK BYTES/HB: ZooKeeper writes (multi) and znode bytes they carried per heartbeat "
+                "answered, Heartbeat or ConsumerGroupHeartbeat)")
+    rows.append(zookeeper_footer(result["zookeeper"]))
     for r in result["rows"]:
         notes = []
         if not r["stable"]:
@@ -559,7 +618,8 @@ def table(result: dict) -> str:
                      f"{r['final']['partitions_per_member_min']}-{r['final']['partitions_per_member_max']} "
                      f"partitions a member; longest poll cycle {r['longest_poll_cycle_ms']:.0f} ms; "
                      f"Metadata requests {r['requests'].get('Metadata', 0):,}; "
-                     f"ZooKeeper writes {_n(r.get('zookeeper_requests', {}).get('multi'))}")
+                     f"ZooKeeper writes {_n(r.get('zookeeper_requests', {}).get('multi'))} "
+                     f"for {_n(r.get('heartbeats'))} heartbeats, {_n(r.get('zookeeper_written_bytes'))} bytes")
         if r.get("rebalance_s") and r["rebalance_s"]["mean"] is not None:
             took = r["rebalance_s"]
             notes.append(f"rebalances took {took['mean']:.2f} s on average, {took['max']:.2f} s at most")
