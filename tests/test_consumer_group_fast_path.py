@@ -30,6 +30,7 @@ from coordinator.security.client import Client
 from protocol import ErrorCode as E, RequestHeader, decode_request, decode_response, encode_request, encode_response
 from protocol import messages as m
 from protocol.schemas import CONSUMER_GROUP_HEARTBEAT as CGH
+from tests.stored_groups import StoredGroups
 
 TOPIC_IDS = {"t": uuid.UUID(int=1), "u": uuid.UUID(int=2)}
 CLIENT = Client("10.0.0.1", Listener("CLIENTS", "PLAINTEXT", "127.0.0.1", 9092), "User:alice")
@@ -66,15 +67,7 @@ class Coordinator:
         return self.owned if group_id else E.INVALID_GROUP_ID
 
 
-class Store:
-    def __init__(self):
-        self.written: list[dict] = []
-        self.gate: trio.Event | None = None
-
-    async def __call__(self, group_id: str, data: dict) -> None:
-        if self.gate is not None:
-            await self.gate.wait()
-        self.written.append(data)
+Store = StoredGroups
 
 
 class World:

@@ -15,10 +15,10 @@ from coordinator.groups.consumer_group import ConsumerGroup, ConsumerGroupConfig
 from coordinator.groups.group import Group, GroupConfig
 from coordinator.groups.manager import GroupSet
 from coordinator.groups.migration import downgrade, upgrade
-from coordinator.store.errors import StoreUnavailable
 from protocol import ErrorCode as E
 from protocol.consumer import decode_assignment, encode_subscription
 from protocol.messages import ConsumerProtocolSubscription
+from tests.stored_groups import StoredGroups
 
 SUB = encode_subscription(ConsumerProtocolSubscription(topics=["t"], owned_partitions=[]), 1)
 
@@ -35,18 +35,7 @@ class Counting:
         return CONSUMER_GROUP_ASSIGNORS["uniform"].assign(members, partitions)
 
 
-class Store:
-    def __init__(self):
-        self.written: list[dict] = []
-        self.gate: trio.Event | None = None  # set: writes wait for it
-        self.fail = False
-
-    async def __call__(self, group_id: str, data: dict) -> None:
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.fail:
-            raise StoreUnavailable("disconnected")
-        self.written.append(data)
+Store = StoredGroups
 
 
 class Events:

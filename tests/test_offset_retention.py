@@ -18,6 +18,7 @@ from coordinator.groups.state import GroupState as S
 from protocol import ErrorCode as E
 from protocol.consumer import encode_subscription
 from protocol.messages import ConsumerProtocolSubscription
+from tests.stored_groups import StoredGroups
 
 MINUTE = 60_000  # ms
 RETENTION = 10 * MINUTE
@@ -33,14 +34,7 @@ def at(commit_ms: int, offset: int = 5) -> tuple:
     return (offset, -1, "", commit_ms)
 
 
-class Store:
-    """Records every group record written (the runtime's `persist`)."""
-
-    def __init__(self):
-        self.written: dict[str, dict] = {}
-
-    async def __call__(self, group_id: str, data: dict) -> None:
-        self.written[group_id] = data
+Store = StoredGroups  # the runtime's `persist`
 
 
 def groups(store: Store, topic_counts=None) -> GroupSet:
@@ -163,15 +157,15 @@ async def test_when_a_group_became_empty_is_stored_and_a_new_owner_counts_from_i
     async with trio.open_nursery() as nursery:
         await nursery.start(g.run)
         member = await member_of(g, "g", nursery)
-        assert "empty_since_ms" not in store.written["g"]  # stable: no such time
+        assert "empty_since_ms" not in store.records["g"]  # stable: no such time
         await trio.sleep(3600)
         g.leave("g", [(member, None)])
         emptied = wall()
         await trio.sleep(0.01)  # the empty generation is written
-        assert store.written["g"]["members"] == [] and store.written["g"]["empty_since_ms"] == emptied
+        assert store.records["g"]["members"] == [] and store.records["g"]["empty_since_ms"] == emptied
         await trio.sleep(RETENTION / 2000)
         # another instance loads the record: it counts from the same instant, not from its load
-        loaded = restore("g", store.written["g"], trio.current_time(), g.config)
+        loaded = restore("g", store.records["g"], trio.current_time(), g.config)
         assert loaded.state == S.EMPTY and loaded.empty_since_ms == emptied
         later = groups(Store())
         later.adopt(loaded, {})
@@ -181,7 +175,7 @@ async def test_when_a_group_became_empty_is_stored_and_a_new_owner_counts_from_i
         await trio.sleep((emptied + RETENTION - wall()) / 1000)
         assert gone(offsets, later, "g") == {"t": [0]}
         # a record written before the time was kept: each offset from its own commit, as Kafka
-        older = {k: v for k, v in store.written["g"].items() if k != "empty_since_ms"}
+        older = {k: v for k, v in store.records["g"].items() if k != "empty_since_ms"}
         later.adopt(restore("g", older, trio.current_time(), g.config), {})
         assert rule_of(later, "g") == Rule(since_ms=None)
         assert gone({"t": {0: at(wall() - RETENTION + 1)}}, later, "g") == {}

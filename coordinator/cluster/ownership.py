@@ -38,7 +38,7 @@ from ..events import DISCARD, EventSink
 from ..groups.group import GroupConfig
 from ..groups.manager import GroupSet
 from ..groups.retention import Retention
-from ..groups.snapshot import counted, is_consumer_group, restore, restore_consumer
+from ..groups.snapshot import assemble_consumer, counted, is_consumer_group, restore, restore_consumer
 from ..groups.state import GroupState
 from ..store.bridge import ZooKeeperBridge
 from ..store.errors import NotOwner, StoreError, StoreUnavailable
@@ -306,6 +306,10 @@ class Coordinator:
         now = trio.current_time()
         for group_id, data in loaded.groups.items():
             if is_consumer_group(data):
+                data = assemble_consumer(data, loaded.members.get(group_id, {}))
+                if data.get("incomplete"):  # only a hand in ZooKeeper does this
+                    self.log.error("members the group's record names have no record: the group goes on without "
+                                   "them", group=group_id, members=data["incomplete"][:10])
                 owned.groups.adopt_consumer(restore_consumer(group_id, data, now, self.group_config.consumer,
                                                              self.consumer_assignors, self.topics.partitions))
             else:

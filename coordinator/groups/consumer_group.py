@@ -82,6 +82,9 @@ class ConsumerGroupConfig:
     heartbeat_interval: float = 5.0  # group.consumer.heartbeat.interval.ms
     max_size: int = 0  # group.consumer.max.size; 0: no limit
     max_record_bytes: int = 8 * 1024 * 1024  # of what members make the stored record keep (`member_bytes`)
+    # a member's own record is one znode, written in one multi() of at most 256 KiB: the most its
+    # JSON and path can take (`member_record_bound`) stays under this
+    max_member_record_bytes: int = 192 * 1024
     default_assignor: str = "uniform"  # the first of group.consumer.assignors
     migration_policy: str = "bidirectional"  # group.consumer.migration.policy: see migration.py
 
@@ -144,6 +147,11 @@ class ConsumerGroup:
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     holders: dict[TopicPartition, str] = field(default_factory=dict)  # who holds (or is revoking) each
     version: int = 0  # bumped by every change worth storing: the runtime writes when it moved
+    # what changed since the runtime last took it to store (`take_changes`): the group's own
+    # part (epochs, assignor, counts, who the members are, the target), and members' parts
+    # (a member here and gone from `members` has left); a group never stored has everything
+    header_changed: bool = True
+    members_changed: set[str] = field(default_factory=set)
     record_bytes: int = 0  # the members' `member_bytes`, summed as they come, change and go
     failures: list[tuple[str, str]] = field(default_factory=list)  # (strategy, what went wrong), for the runtime
 
@@ -227,11 +235,13 @@ class ConsumerGroup:
         pattern = member.regex if regex is None else regex or None  # "": no expression any more
         if epoch != 0 and (names, pattern, rack_id or member.rack_id) != (member.subscribed, member.regex,
                                                                           member.rack_id):
-            grown = _size(member.member_id, member.instance_id, rack_id or member.rack_id, member.client_id,
-                          member.client_host, pattern, names, member.classic) - member_bytes(member)
-            if not self._fits(grown):
+            size = _size(member.member_id, member.instance_id, rack_id or member.rack_id, member.client_id,
+                         member.client_host, pattern, names, member.classic)
+            bound = _size(member.member_id, member.instance_id, rack_id or member.rack_id, member.client_id,
+                          member.client_host, pattern, names, member.classic, worst=True)
+            if not self._fits(size - member_bytes(member), bound):
                 return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
-            self.record_bytes += grown
+            self.record_bytes += size - member_bytes(member)
         changed = (names, pattern) != (member.subscribed, member.regex)
         member.subscribed, member.regex = names, pattern
         if may_describe is not member.may_describe:  # the ACLs it is judged by changed (the same
@@ -243,13 +253,13 @@ class ConsumerGroup:
             member.assignor, changed = assignor, True
         if rebalance_timeout_ms != -1 and member.rebalance_timeout != rebalance_timeout_ms / 1000:
             member.rebalance_timeout = rebalance_timeout_ms / 1000
-            self.version += 1
+            self._member_changed(member)
         if rack_id is not None and rack_id != member.rack_id:
             member.rack_id = rack_id
-            self.version += 1
+            self._member_changed(member)
         if changed and epoch != 0:
             self.group_epoch += 1
-            self.version += 1
+            self._member_changed(member, header=True)
         member.session_deadline = now + self.config.session_timeout
         return member
 
@@ -285,7 +295,8 @@ class ConsumerGroup:
         member = ConsumerMember(member_id or self.new_member_id(), instance_id, rack_id, client_id, client_host,
                                 rebalance_timeout_ms / 1000, tuple(sorted(set(subscribed or ()))), regex or None)
         leaving = replaced if replaced is not None and replaced.member_id != member.member_id else existing
-        if not self._fits(member_bytes(member) - (member_bytes(leaving) if leaving is not None else 0)):
+        if not self._fits(member_bytes(member) - (member_bytes(leaving) if leaving is not None else 0),
+                          member_record_bound(member)):
             return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
         if replaced is not None and replaced.member_id != member.member_id:
             self._take_place(replaced, member)
@@ -297,7 +308,7 @@ class ConsumerGroup:
                 self._drop(existing.member_id)
             self.group_epoch += 1
             self.add(member)
-        self.version += 1
+        self._changed()  # who the members are (and, but for a static member's return, the epoch)
         return member
 
     def _take_place(self, old: ConsumerMember, new: ConsumerMember) -> None:
@@ -306,6 +317,7 @@ class ConsumerGroup:
         self._release(old)
         self._drop(old.member_id)
         self.target[new.member_id] = self.target.pop(old.member_id, frozenset())
+        self._changed()  # who the members are, and whose the target is
         new.epoch = old.previous_epoch if old.epoch == STATIC_LEAVE_EPOCH else old.epoch
         new.previous_epoch = old.previous_epoch
         new.state, new.assigned, new.revoking = old.state, old.assigned, old.revoking
@@ -329,7 +341,7 @@ class ConsumerGroup:
             # its place, target and partitions kept for one session timeout, for its instance to come back
             member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE_EPOCH
             member.session_deadline = now + self.config.session_timeout
-            self.version += 1
+            self._member_changed(member)
             return HeartbeatReply(E.NONE, member_id, STATIC_LEAVE_EPOCH)
         self.remove(member_id)
         return HeartbeatReply(E.NONE, member_id, LEAVE_EPOCH)
@@ -354,6 +366,7 @@ class ConsumerGroup:
                                         rebalance_timeout, static.subscribed, static.regex)
                 self._take_place(static, member)
         new = member is None
+        epoch_before = self.group_epoch
         names, classic = tuple(sorted(set(subscribed))), ClassicProtocol(session_timeout, tuple(protocols))
         if new:
             if self.config.max_size and len(self.members) >= self.config.max_size:
@@ -362,7 +375,9 @@ class ConsumerGroup:
                                     rebalance_timeout)
         wanted = _size(member.member_id, instance_id, member.rack_id, client_id, client_host, member.regex, names,
                        classic)
-        if not self._fits(wanted - (0 if new else member_bytes(member))):
+        bound = _size(member.member_id, instance_id, member.rack_id, client_id, client_host, member.regex, names,
+                      classic, worst=True)
+        if not self._fits(wanted - (0 if new else member_bytes(member)), bound):
             return HeartbeatReply(E.GROUP_MAX_SIZE_REACHED)
         if new:
             self.add(member)
@@ -376,7 +391,7 @@ class ConsumerGroup:
         member.classic = classic
         self.record_bytes += member_bytes(member)
         member.session_deadline = now + session_timeout
-        self.version += 1
+        self._member_changed(member, header=new or self.group_epoch != epoch_before)
         return self.respond(now, member, True, owned)
 
     def classic_member(self, member_id: str, instance_id: str | None) -> ConsumerMember | ErrorCode:
@@ -447,7 +462,7 @@ class ConsumerGroup:
         self.target = {mid: frozenset((t, p) for t, ps in assigned.get(mid, {}).items() for p in ps)
                        for mid in self.members}
         self.assignment_epoch, self.assignor, self.counted = self.group_epoch, name, counts
-        self.version += 1
+        self._changed()
 
     def _counts(self, topics) -> dict[str, int]:
         return {t: n for t in topics if (n := self.partitions.get(t, 0))}
@@ -462,7 +477,7 @@ class ConsumerGroup:
             member.revocation_deadline = None
         elif member.state is MemberState.STABLE and member.epoch == self.assignment_epoch:
             return
-        self.version += 1
+        self._member_changed(member)
         revoke = member.assigned - target
         if revoke and owned is not None and not owned & revoke:  # it reports holding none of them: gone already
             member.assigned = member.assigned & target
@@ -484,14 +499,40 @@ class ConsumerGroup:
     def add(self, member: ConsumerMember) -> None:
         self.members[member.member_id] = member
         self.record_bytes += member_bytes(member)
+        self.members_changed.add(member.member_id)
 
     def _drop(self, member_id: str) -> ConsumerMember:
         member = self.members.pop(member_id)
         self.record_bytes -= member_bytes(member)
+        self.members_changed.add(member_id)
         return member
 
-    def _fits(self, more: int) -> bool:
-        """Whether the record may grow by `more` bytes (a join, or a bigger subscription)."""
+    def _changed(self) -> None:
+        """A change of the group's own part (see `header_changed`)."""
+        self.header_changed = True
+        self.version += 1
+
+    def _member_changed(self, member: ConsumerMember, header: bool = False) -> None:
+        self.members_changed.add(member.member_id)
+        self.header_changed |= header
+        self.version += 1
+
+    def take_changes(self) -> tuple[bool, set[str]]:
+        """What changed since the last call (the group's own part, members' ids), now taken
+        to be stored; `give_back` returns it when storing it failed."""
+        taken = self.header_changed, self.members_changed
+        self.header_changed, self.members_changed = False, set()
+        return taken
+
+    def give_back(self, header: bool, members: set[str]) -> None:
+        self.header_changed |= header
+        self.members_changed |= members
+
+    def _fits(self, more: int, bound: int) -> bool:
+        """Whether the record may grow by `more` bytes (a join, or a bigger subscription), for
+        a member whose own record may then take `bound` bytes (`member_record_bound`)."""
+        if bound > self.config.max_member_record_bytes:
+            return False
         return not self.config.max_record_bytes or self.record_bytes + more <= self.config.max_record_bytes
 
     def hold(self, member: ConsumerMember) -> None:
@@ -515,7 +556,7 @@ class ConsumerGroup:
         self._release(member)
         self.target.pop(member_id, None)
         self.group_epoch += 1
-        self.version += 1
+        self._changed()
 
     def expire(self, now: float) -> list[tuple[ConsumerMember, str]]:
         """Remove the members whose session ran out, or that did not give partitions up within
@@ -562,7 +603,7 @@ class ConsumerGroup:
         if now == self.counted:
             return False
         self.group_epoch += 1
-        self.version += 1
+        self._changed()
         return True
 
 
@@ -590,10 +631,23 @@ def member_bytes(m: ConsumerMember) -> int:
     return _size(m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host, m.regex, m.subscribed, m.classic)
 
 
-def _size(member_id, instance_id, rack_id, client_id, client_host, regex, subscribed, classic) -> int:
-    return (MEMBER_RECORD_OVERHEAD + len(member_id) + len(instance_id or "") + len(rack_id or "") + len(client_id)
-            + len(client_host) + len(regex or "") + sum(len(t) + 4 for t in subscribed)
-            + (sum(len(name) + len(metadata) * 4 // 3 for name, metadata in classic.protocols) if classic else 0))
+def member_record_bound(m: ConsumerMember) -> int:
+    """The most a member's own stored record and its znode's path can take: its strings at 6
+    bytes a character (JSON's escape of a control character), its member id 3 more (escaped
+    into the path), its protocols' metadata in base64."""
+    return _size(m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host, m.regex, m.subscribed, m.classic,
+                 worst=True)
+
+
+def _size(member_id, instance_id, rack_id, client_id, client_host, regex, subscribed, classic,
+          worst: bool = False) -> int:
+    text = (len(member_id) + len(instance_id or "") + len(rack_id or "") + len(client_id) + len(client_host)
+            + len(regex or "") + sum(len(t) + 4 for t in subscribed)
+            + (sum(len(name) for name, _ in classic.protocols) if classic else 0))
+    encoded = sum(-(-len(metadata) // 3) * 4 for _, metadata in classic.protocols) if classic else 0
+    if worst:
+        return 4 * MEMBER_RECORD_OVERHEAD + 6 * text + 3 * len(member_id) + encoded
+    return MEMBER_RECORD_OVERHEAD + text + encoded
 
 
 def by_topic(tps) -> dict[str, list[int]]:

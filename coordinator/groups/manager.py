@@ -34,11 +34,13 @@ from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, Cons
 from .group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
                     PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait)
 from .migration import downgrade, may_downgrade, may_upgrade, upgrade
-from .snapshot import consumer_snapshot, snapshot
+from .snapshot import consumer_changes, snapshot
 from .state import GroupState
 
 E = ErrorCode
-Persist = Callable[[str, dict], Awaitable[None]]  # raises on failure
+# (group, record[, members=...]): raises on failure; a consumer group's record is None when
+# unchanged, and `members` its changed members' records (None: left), see PartitionStore.write_group
+Persist = Callable[..., Awaitable[None]]
 
 
 @dataclass
@@ -406,10 +408,14 @@ class GroupSet:
                     return running.error
                 continue
             write = self._writes[group.group_id] = _Write(group.version, trio.Event())
+            header, members = consumer_changes(group)  # only what changed is written
             try:
-                await self.persist(group.group_id, consumer_snapshot(group))
+                await self.persist(group.group_id, header, members=members)
                 self._stored[group.group_id] = max(write.version, self._stored.get(group.group_id, -1))
-            except STORE_FAILURES as exc:
+            except BaseException as exc:
+                group.give_back(header is not None, set(members))  # the next write takes it
+                if not isinstance(exc, STORE_FAILURES):
+                    raise
                 self.log.warning("storing the consumer group failed", group=group.group_id,
                                  group_epoch=group.group_epoch, error=str(exc))
                 write.error = store_error_code(exc)

@@ -74,33 +74,76 @@ def is_consumer_group(data: dict[str, Any]) -> bool:
     return data.get("type") == "consumer"
 
 
-def consumer_snapshot(group: ConsumerGroup) -> dict[str, Any]:
-    """Everything a new owner needs to go on without a member noticing: the epochs, the
-    target, and each member's epoch, state and partitions."""
+def consumer_header(group: ConsumerGroup) -> dict[str, Any]:
+    """A consumer group's own record (version 2): its epochs, assignor and counts, who its
+    members are and the target. Each member's own state is a record of its own
+    (`consumer_member`), so that a member's reconciliation step writes only that member."""
     return {
-        "version": 1,
+        "version": 2,
         "type": "consumer",
         "group_epoch": group.group_epoch,
         "assignment_epoch": group.assignment_epoch,
         "assignor": group.assignor,
         "counted": group.counted,
-        "members": [{
-            "id": m.member_id, "instance": m.instance_id, "rack": m.rack_id, "client_id": m.client_id,
-            "host": m.client_host, "rebalance_timeout": m.rebalance_timeout, "subscribed": list(m.subscribed),
-            "regex": m.regex, "assignor": m.assignor, "epoch": m.epoch, "previous_epoch": m.previous_epoch,
-            "state": m.state.value, "assigned": by_topic(m.assigned), "revoking": by_topic(m.revoking),
-            "target": by_topic(group.target.get(m.member_id, ())),
-            "classic": None if m.classic is None else {
-                "session_timeout": m.classic.session_timeout,
-                "protocols": [[name, _b64(metadata)] for name, metadata in m.classic.protocols]},
-        } for m in group.members.values()],
+        "members": list(group.members),
+        "targets": {member_id: by_topic(group.target.get(member_id, ())) for member_id in group.members},
     }
+
+
+def consumer_member(m: ConsumerMember) -> dict[str, Any]:
+    """A member's record: who it is, what it subscribes to, its epoch, state and partitions."""
+    return {
+        "id": m.member_id, "instance": m.instance_id, "rack": m.rack_id, "client_id": m.client_id,
+        "host": m.client_host, "rebalance_timeout": m.rebalance_timeout, "subscribed": list(m.subscribed),
+        "regex": m.regex, "assignor": m.assignor, "epoch": m.epoch, "previous_epoch": m.previous_epoch,
+        "state": m.state.value, "assigned": by_topic(m.assigned), "revoking": by_topic(m.revoking),
+        "classic": None if m.classic is None else {
+            "session_timeout": m.classic.session_timeout,
+            "protocols": [[name, _b64(metadata)] for name, metadata in m.classic.protocols]},
+    }
+
+
+def consumer_changes(group: ConsumerGroup) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any] | None]]:
+    """What to write for what changed since the last write (taken from the group: give it
+    back with `group.give_back` if the write fails): the group's record, None if unchanged;
+    the changed members' records, None for one that left."""
+    header, changed = group.take_changes()
+    members = {member_id: consumer_member(group.members[member_id]) if member_id in group.members else None
+               for member_id in changed}
+    return (consumer_header(group) if header else None), members
+
+
+def consumer_snapshot(group: ConsumerGroup) -> dict[str, Any]:
+    """The whole group as one record, as `assemble_consumer` gives it back from the stored ones."""
+    return assemble_consumer(consumer_header(group), {m.member_id: consumer_member(m) for m in group.members.values()})
+
+
+def assemble_consumer(header: dict[str, Any], members: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """A consumer group's record with its members' records in it (each with its target), as
+    `restore_consumer` takes it; a version 1 record holds them already. Members the record
+    names without a record of their own (only a hand in ZooKeeper does that) are left out,
+    named under "incomplete"; member records it does not name, under "orphans"."""
+    if header.get("version", 1) < 2:
+        return header
+    targets = header["targets"]
+    assembled = {**header, "members": [{**members[member_id], "target": targets.get(member_id, {})}
+                                       for member_id in header["members"] if member_id in members]}
+    missing = [member_id for member_id in header["members"] if member_id not in members]
+    if missing:
+        assembled["incomplete"] = missing
+    named = set(header["members"])
+    orphans = [member_id for member_id in members if member_id not in named]
+    if orphans:  # written before a record that did not come (a write cut short): deleted by the next
+        assembled["orphans"] = orphans
+    return assembled
 
 
 def restore_consumer(group_id: str, data: dict[str, Any], now: float, config: ConsumerGroupConfig,
                      assignors: dict[str, Assignor], partitions: Mapping[str, int]) -> ConsumerGroup:
-    """A loaded consumer group, each member given a full session (and rebalance timeout, if
-    it is giving partitions up) to reach its new coordinator."""
+    """A loaded consumer group (`assemble_consumer`'s record), each member given a full
+    session (and rebalance timeout, if it is giving partitions up) to reach its new
+    coordinator. Loaded from a version 1 record, everything counts as changed: the group's
+    next write stores it as version 2 records."""
     group = ConsumerGroup(group_id, config, assignors, partitions, group_epoch=data["group_epoch"],
                           assignment_epoch=data["assignment_epoch"], assignor=data["assignor"],
                           counted=dict(data["counted"]))
@@ -119,6 +162,9 @@ def restore_consumer(group_id: str, data: dict[str, Any], now: float, config: Co
         group.add(member)
         group.target[member.member_id] = _partitions(m["target"])
         group.hold(member)
+    if data.get("version", 1) >= 2 and not data.get("incomplete"):
+        group.take_changes()  # stored as it is
+    group.members_changed.update(data.get("orphans", ()))  # not members: their records go
     return group
 
 

@@ -12,8 +12,9 @@ of 40 bytes under 63-character paths took 469 bytes of heap each, for 103 of dat
 counts twice, once more for its name among its parent's children. A shard's size is what was
 last written (`ShardSizes`, the store's `_shard_bytes`, so every path that writes or drops a
 shard is counted, retention's included); its topic's, offsets' and group's znodes count with
-the first shard under them; a group's record with its chunks. What a commit would add is
-reckoned before it is written from its entries (`growth`): ENTRY_BYTES an offset (the most its
+the first shard under them; a group's record with its chunks, and a consumer group's member
+records with their parent. What a commit would add is reckoned before it is written from its
+entries (`growth`): ENTRY_BYTES an offset (the most its
 numbers take as JSON) and its metadata as JSON. Replacing an offset by another with as much
 metadata adds nothing; a new partition, longer metadata, a new shard do.
 
@@ -222,6 +223,7 @@ class Ledger:
         self.shards = ShardSizes(self)
         self.groups: dict[str, int] = {}  # group -> bytes held
         self.records: dict[str, int] = {}  # group -> its record's bytes
+        self.member_records: dict[str, int] = {}  # consumer group -> its member records' bytes
         self.charges: dict[str, dict[str, int]] = {}  # group -> client -> bytes of its growth charged
         self.held = 0
         self.clients: dict[str, int] = {}  # client -> bytes charged, and reserved by its commits in flight
@@ -304,11 +306,22 @@ class Ledger:
         self.grew(group, cost - self.records.get(group, 0))
         self.records[group] = cost
 
-    def check_record(self, group: str, data_length: int, chunks: int) -> None:
-        """Raise RecordOverBudget if the group's record, written so, would take this instance past
-        its budget (a record no larger than the group's last one always goes)."""
-        growth = record_cost(len(layout.group_path(self.partition, group)), data_length, chunks) - \
-            self.records.get(group, 0)
+    def members_record(self, group: str, cost: int) -> None:
+        """A consumer group's member records as written (or loaded): what they cost in all."""
+        self.grew(group, cost - self.member_records.get(group, 0))
+        if cost:
+            self.member_records[group] = cost
+        else:
+            self.member_records.pop(group, None)
+
+    def check_record(self, group: str, data_length: int | None, chunks: int, members_cost: int | None = None) -> None:
+        """Raise RecordOverBudget if the group's record, written so (None: as it is), and its
+        member records costing `members_cost` (None: as they are) would take this instance
+        past its budget (records no larger than the group's last ones always go)."""
+        growth = 0 if data_length is None else record_cost(
+            len(layout.group_path(self.partition, group)), data_length, chunks) - self.records.get(group, 0)
+        if members_cost is not None:
+            growth += members_cost - self.member_records.get(group, 0)
         if growth > 0 and self.budget.refuses_record(growth):
             self.budget.refused("records", group, None, growth)
             raise RecordOverBudget(f"group {group!r}: its record would take ZooKeeper's data past this instance's "
@@ -318,7 +331,7 @@ class Ledger:
         """A group gone from ZooKeeper: whatever of it is still counted goes, its charges too."""
         for key in list(self._keys.get(group, ())):
             self.shards.pop(key, None)
-        cost = self.records.pop(group, 0)
+        cost = self.records.pop(group, 0) + self.member_records.pop(group, 0)
         if cost:
             self.grew(group, -cost)
         left = self.groups.pop(group, 0)

@@ -15,6 +15,11 @@
                                                     the chunks holding it when it is larger
 /groupkeeper/partitions/<n>/groups/<group>/record/<seq>-<i>
                                                     chunk i of a large group record
+/groupkeeper/partitions/<n>/groups/<group>/members/<member>
+                                                    a consumer-protocol group's member: its
+                                                    own record (JSON), written alone when
+                                                    only it changed; the group's record names
+                                                    its members and holds the target
 /groupkeeper/partitions/<n>/groups/<group>/offsets/<topic>/<shard>
                                                     committed offsets of SHARD_PARTITIONS
                                                     partitions of one topic
@@ -124,6 +129,14 @@ def group_path(partition: int, group: str) -> str:
 
 def record_path(partition: int, group: str) -> str:
     return f"{group_path(partition, group)}/record"
+
+
+def members_path(partition: int, group: str) -> str:
+    return f"{group_path(partition, group)}/members"
+
+
+def member_path(partition: int, group: str, member: str) -> str:
+    return f"{members_path(partition, group)}/{escape(member)}"
 
 
 def offsets_path(partition: int, group: str) -> str:

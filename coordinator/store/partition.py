@@ -46,7 +46,7 @@ from kazoo.protocol.serialization import SetData
 from .. import logs
 from . import layout
 from .bridge import ZooKeeperBridge
-from .budget import Ledger, refusal
+from .budget import Ledger, node_cost, refusal
 from .multiread import CHILDREN, GET
 from .errors import CommitTooLarge, NotOwner, RolledBack, StoreError, StoreUnavailable
 from .fence import Fence, check, fenced_commit
@@ -99,6 +99,8 @@ class _Multi:
 class Loaded:
     groups: dict[str, dict]
     offsets: dict[str, dict[str, dict[int, OffsetEntry]]]
+    # consumer groups' member records: group -> member -> record
+    members: dict[str, dict[str, dict]] = field(default_factory=dict)
 
 
 class PartitionStore:
@@ -122,12 +124,16 @@ class PartitionStore:
         self._nodes: set[str] = set()  # znodes under this partition known to exist, but chunks
         self._chunks: dict[str, set[str]] = {}  # group -> its record's chunk znodes known to exist
         self._listed: set[str] = set()  # groups whose record/ children are all in _chunks
+        # consumer groups' member records known to exist: group -> member -> its data's size
+        self._members: dict[str, dict[str, int]] = {}
+        self._members_unsure: set[str] = set()  # groups whose member records must be read back first
         self._group_writes: dict[str, trio.Lock] = {}  # one record write of a group at a time
         self._queue: list[_Commit] = []
         self._stopped = False  # its writer's part has stopped: nothing more is written
         self._paths: dict[ShardKey, tuple[str, str]] = {}  # each shard's znode path, and as sent (chroot prefixed)
         self._checks = fence.transaction(zk).operations  # the fence's two checks, the same in every multi()
         self._fence_cost = sum(len(op.path) + layout.OP_OVERHEAD for op in self._checks)  # in bytes of a multi()
+        self._chroot = len(self._checks[0].path) - len(fence.path)  # kazoo sends every path under it
         self._sent: deque[_Multi] = deque()  # multis of the batch in flight, until their outcome is applied
         self._uncertain: dict[str, set[ShardKey]] = {}  # by group: shards a write of unknown outcome touched
         self._closed = False  # handing over: no new writes
@@ -154,12 +160,17 @@ class PartitionStore:
         self._nodes.add(base)
         groups = [layout.unescape(node) for node in await self.zk.get_children(base)]
         paths = [layout.group_path(self.partition, g) for g in groups]
-        answers = await self.zk.read_many([read for path in paths for read in ((GET, path), (CHILDREN, path + "/offsets"))])
+        answers = await self.zk.read_many([read for path in paths for read in (
+            (GET, path), (CHILDREN, path + "/offsets"), (CHILDREN, path + "/members"))])
         topics: list[tuple[str, str, str]] = []  # (group, topic, path)
         chunked: dict[str, list[str]] = {}  # group -> paths of the chunks of its record
-        for group, path, meta, offsets in zip(groups, paths, answers[::2], answers[1::2]):
+        member_nodes: list[tuple[str, str, str]] = []  # (group, member, path)
+        for group, path, meta, offsets, members in zip(groups, paths, answers[::3], answers[1::3], answers[2::3]):
             if _absent(meta):
                 continue
+            if not _absent(members):
+                self._nodes.add(path + "/members")
+                member_nodes += [(group, layout.unescape(m), f"{path}/members/{m}") for m in members]
             data, _ = meta
             self._nodes.add(path)
             record = layout.decode_group(data) if data else None
@@ -180,8 +191,19 @@ class PartitionStore:
             self._nodes.add(path)
             shards += [(group, topic, int(name), f"{path}/{name}") for name in names]
         chunks = [(group, path) for group, paths in chunked.items() for path in paths]
-        answers = await self.zk.read_many([(GET, path) for *_, path in shards] + [(GET, p) for _, p in chunks])
-        self._assemble(chunked, answers[len(shards):])
+        answers = await self.zk.read_many([(GET, path) for *_, path in shards] + [(GET, p) for _, p in chunks]
+                                          + [(GET, path) for *_, path in member_nodes])
+        self._assemble(chunked, answers[len(shards):len(shards) + len(chunks)])
+        members: dict[str, dict[str, dict]] = {}
+        for (group, member, path), read in zip(member_nodes, answers[len(shards) + len(chunks):]):
+            if _absent(read):
+                continue
+            data, _ = read
+            self._nodes.add(path)
+            self._members.setdefault(group, {})[member] = len(data)
+            members.setdefault(group, {})[member] = layout.decode(data)
+        for group, sizes in self._members.items():
+            self.ledger.members_record(group, self._members_cost(group, sizes))
         for (group, topic, shard, path), read in zip(shards, answers):
             if _absent(read):
                 continue
@@ -199,7 +221,7 @@ class PartitionStore:
                     and not any(self.durable.get(group, {}).values())):
                 self._bare.setdefault(group, set())
         self._resync_latest()
-        return Loaded(self.groups, self.durable)
+        return Loaded(self.groups, self.durable, members)
 
     def _assemble(self, chunked: dict[str, list[str]], reads: list) -> None:
         """Groups whose record is in chunks, from the chunks' reads (in `chunked` order)."""
@@ -235,24 +257,109 @@ class PartitionStore:
 
     # -- group metadata -------------------------------------------------------------------
 
-    async def write_group(self, group: str, metadata: dict) -> None:
-        """Persist a group's metadata for a new generation (see the module's docstring)."""
+    async def write_group(self, group: str, metadata: dict | None,
+                          members: dict[str, dict | None] | None = None) -> None:
+        """Persist a group's record (see the module's docstring). With `members`, a consumer-
+        protocol group's: `metadata` its own record (None: unchanged since the last write) and
+        the records of the members that changed (None: the member left), in one fenced multi()
+        when they fit one (the common case: a member's reconciliation step, or a join with the
+        group's record). Otherwise, in turn: new members' records, the group's record (which
+        names the members), the others' records, the records of those that left; a reader
+        then finds every member the group's record names, some perhaps at the state before.
+        A classic group's record (`members` None) replaces any member records (the group
+        went back to the classic protocol)."""
         self._begin()
         try:
-            data = await _compress(metadata)
-            path = layout.group_path(self.partition, group)
-            inline = len(data) + 2 * len(path) <= layout.RECORD_CHUNK_BYTES
-            chunks = 0 if inline else -(-len(data) // (layout.RECORD_CHUNK_BYTES - 4 * len(path)))
+            data = None if metadata is None else await _compress(metadata)
+            encoded = {} if members is None else {
+                member: None if record is None else layout.encode(record) for member, record in members.items()}
             async with self._one_write(group):
-                self.ledger.check_record(group, len(data), chunks)  # RecordOverBudget: nothing written
-                if inline:
-                    await self._write_inline(group, data)
-                else:
-                    await self._write_chunked(group, data)
-                self.ledger.record(group, len(data), chunks)
-            self.groups[group] = metadata
+                if group in self._members_unsure:
+                    await self._list_members(group)
+                if members is None:
+                    encoded = dict.fromkeys(self._members.get(group, ()))
+                await self._write_records(group, data, encoded)
+            if metadata is not None:
+                self.groups[group] = metadata
         finally:
             self._end()
+
+    async def _write_records(self, group: str, data: bytes | None, members: dict[str, bytes | None]) -> None:
+        path = layout.group_path(self.partition, group)
+        known = self._members.get(group, {})
+        after = {**known, **{m: len(d) for m, d in members.items() if d is not None}}
+        for member, record in members.items():
+            if record is None:
+                after.pop(member, None)
+        members_cost = self._members_cost(group, after)
+        chunks = inline = None
+        if data is not None:
+            inline = len(data) + 2 * len(path) <= layout.RECORD_CHUNK_BYTES
+            chunks = 0 if inline else -(-len(data) // (layout.RECORD_CHUNK_BYTES - 4 * len(path)))
+        # RecordOverBudget: nothing written
+        self.ledger.check_record(group, None if data is None else len(data), chunks or 0, members_cost)
+        new = [(m, d) for m, d in members.items() if d is not None and m not in known]
+        changed = [(m, d) for m, d in members.items() if d is not None and m in known]
+        gone = [m for m, d in members.items() if d is None and m in known]
+        try:
+            if (data is None or inline) and self._fits_one(group, data, new + changed, gone):
+                await self._write_inline(group, data, new + changed, gone)
+            else:
+                for upserts, _ in self._cut(group, new, []):
+                    await self._write_inline(group, None, upserts, [])
+                if data is not None:
+                    await (self._write_inline(group, data, [], []) if inline else self._write_chunked(group, data))
+                for upserts, deletes in self._cut(group, changed, gone):
+                    await self._write_inline(group, None, upserts, deletes)
+        except Exception:
+            if members:
+                self._members_unsure.add(group)  # which member records landed: read back before the next write
+            raise
+        finally:
+            if members:
+                self.ledger.members_record(group, self._members_cost(group, self._members.get(group, {})))
+        if data is not None:
+            self.ledger.record(group, len(data), chunks)
+
+    def _members_cost(self, group: str, sizes: dict[str, int]) -> int:
+        """What a consumer group's member records hold in ZooKeeper, their parent included."""
+        if not sizes:
+            return 0
+        parent = layout.members_path(self.partition, group)
+        return node_cost(len(parent), 0) + sum(node_cost(len(parent) + 1 + len(layout.escape(m)), size)
+                                               for m, size in sizes.items())
+
+    def _op_cost(self, path: str, data: bytes | None = None) -> int:
+        return len(path) + self._chroot + layout.OP_OVERHEAD + (len(data) if data else 0)
+
+    def _fits_one(self, group: str, data: bytes | None, upserts: list, deletes: list) -> bool:
+        path = layout.group_path(self.partition, group)
+        size = self._fence_cost + self._op_cost(path, data) + self._op_cost(layout.members_path(self.partition, group))
+        if data is not None:  # the chunks it replaces, in the same multi()
+            size += sum(self._op_cost(chunk) for chunk in self._chunks.get(group, ()))
+        size += sum(self._op_cost(layout.member_path(self.partition, group, m), d) for m, d in upserts)
+        size += sum(self._op_cost(layout.member_path(self.partition, group, m)) for m in deletes)
+        return size <= layout.MAX_REQUEST_BYTES
+
+    def _cut(self, group: str, upserts: list, deletes: list) -> Iterator[tuple[list, list]]:
+        """Member records to write and delete, cut into multis of at most MAX_REQUEST_BYTES
+        and DELETES_PER_MULTI znodes (a member's record alone always fits: see
+        `ConsumerGroupConfig.max_member_record_bytes`)."""
+        budget = layout.MAX_REQUEST_BYTES - self._fence_cost - 2 * self._op_cost(layout.group_path(self.partition, group))
+        part: tuple[list, list] = ([], [])
+        size = 0
+        for member, record in [(m, d) for m, d in upserts] + [(m, None) for m in deletes]:
+            cost = self._op_cost(layout.member_path(self.partition, group, member), record)
+            if (part[0] or part[1]) and (size + cost > budget or len(part[0]) + len(part[1]) >= DELETES_PER_MULTI):
+                yield part
+                part, size = ([], []), 0
+            if record is None:
+                part[1].append(member)
+            else:
+                part[0].append((member, record))
+            size += cost
+        if part[0] or part[1]:
+            yield part
 
     @asynccontextmanager
     async def _one_write(self, group: str) -> AsyncIterator[None]:
@@ -266,25 +373,75 @@ class PartitionStore:
                 if not lock.statistics().tasks_waiting:
                     del self._group_writes[group]
 
-    async def _write_inline(self, group: str, data: bytes) -> None:
+    async def _write_inline(self, group: str, data: bytes | None, upserts: list[tuple[str, bytes]] = (),
+                            deletes: list[str] = ()) -> None:
+        """One fenced multi(): the group's record in its znode (None: not written), replacing
+        the chunks it was in, as many as fit; members' records written and deleted."""
         path = layout.group_path(self.partition, group)
-        txn = self.fence.transaction(self.zk)
-        # the record was in chunks until now: they go in the same multi(), as many as fit
-        stale = sorted(self._chunks.get(group, ()))[:_max_deletes(path, len(data) + 2 * len(path))]
-        for chunk in stale:
-            txn.delete(chunk)
-        if path in self._nodes:
-            txn.set_data(path, data)
+        txn, created = self.fence.transaction(self.zk), []
+        stale = []
+        if data is not None:
+            # the record was in chunks until now: they go in the same multi(), as many as fit
+            stale = sorted(self._chunks.get(group, ()))[:_max_deletes(path, len(data) + 2 * len(path))]
+            for chunk in stale:
+                txn.delete(chunk)
+            if path in self._nodes:
+                txn.set_data(path, data)
+            else:
+                txn.create(path, data)  # its parent, the groups node, exists since load()
+                created.append(path)
+        elif upserts and path not in self._nodes:  # never so: a consumer group's first write has its record
+            txn.create(path, b"")
+            created.append(path)
+        parent = layout.members_path(self.partition, group)
+        if upserts and parent not in self._nodes:
+            txn.create(parent, b"")
+            created.append(parent)
+        for member, record in upserts:
+            node = layout.member_path(self.partition, group, member)
+            if node in self._nodes:
+                txn.set_data(node, record)
+            else:
+                txn.create(node, record)
+                created.append(node)
+        for member in deletes:
+            txn.delete(layout.member_path(self.partition, group, member))
+        self._nodes.update(created)  # at once: an offsets batch built meanwhile must not create them
+        try:
             await fenced_commit(self.zk, self.fence, txn)
-        else:
-            txn.create(path, data)  # its parent, the groups node, exists since load()
-            self._nodes.add(path)  # at once: an offsets batch built meanwhile must not create it
-            try:
-                await fenced_commit(self.zk, self.fence, txn)
-            except Exception:
-                self._nodes.discard(path)
-                raise
+        except Exception:
+            self._nodes.difference_update(created)
+            raise
         self._chunks.get(group, set()).difference_update(stale)
+        if upserts or deletes:
+            known = self._members.setdefault(group, {})
+            for member, record in upserts:
+                known[member] = len(record)
+            for member in deletes:
+                known.pop(member, None)
+                self._nodes.discard(layout.member_path(self.partition, group, member))
+            if not known:
+                del self._members[group]
+
+    async def _list_members(self, group: str) -> None:
+        """Read back which member records of the group exist, and their sizes, after a write
+        whose outcome is not known (and what of the group's own znodes exists)."""
+        path, parent = layout.group_path(self.partition, group), layout.members_path(self.partition, group)
+        try:
+            found, names = await self.zk.read_many([(GET, path), (CHILDREN, parent)])
+            names = [] if _absent(names) else names
+            reads = await self.zk.read_many([(GET, f"{parent}/{name}") for name in names])
+            present = {name: read for name, read in zip(names, reads) if not _absent(read)}
+        except KazooException as exc:
+            raise StoreUnavailable(f"listing the members of group {group!r}: {type(exc).__name__}") from None
+        (self._nodes.discard if _absent(found) else self._nodes.add)(path)
+        (self._nodes.add if names else self._nodes.discard)(parent)
+        for member in self._members.pop(group, {}):
+            self._nodes.discard(layout.member_path(self.partition, group, member))
+        if present:
+            self._members[group] = {layout.unescape(name): len(read[0]) for name, read in present.items()}
+            self._nodes.update(f"{parent}/{name}" for name in present)
+        self._members_unsure.discard(group)
 
     async def _write_chunked(self, group: str, data: bytes) -> None:
         path, record = layout.group_path(self.partition, group), layout.record_path(self.partition, group)
@@ -372,6 +529,8 @@ class PartitionStore:
             self._uncertain.setdefault(group, set()).update(key for key in self._shard_bytes if key[0] == group)
             raise
         self._chunks.pop(group, None)
+        self._members.pop(group, None)
+        self._members_unsure.discard(group)
         self._bare.pop(group, None)
         self.groups.pop(group, None)
         self.durable.pop(group, None)
