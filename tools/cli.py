@@ -546,28 +546,44 @@ def bench_gateway(as_json: bool, records: int, size: int, rate: float, seconds: 
 
 @bench.command("rebalance")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-@click.option("--members", default=100, show_default=True, type=click.IntRange(1, 1000),
-              help="Members that join the group, one after another.")
-@click.option("--partitions", default=1000, show_default=True, type=click.IntRange(1, 100_000),
-              help="Partitions of the topic they all subscribe to.")
+@click.option("--records", "with_records", is_flag=True,
+              help="The records scenario: slow members reading real records through the gateway from an "
+                   "embedded broker; one member joins, then one leaves. Without it: the scale-up (no broker).")
+@click.option("--members", type=click.IntRange(1, 1000),
+              help="Members of the group: the scale-up's joining one after another (default 100); the records "
+                   "scenario's before one more joins (default 10).")
+@click.option("--partitions", type=click.IntRange(1, 100_000),
+              help="Partitions of the topic they all subscribe to (default 1000; with --records 120).")
 @click.option("--join-interval", default=1.0, show_default=True, type=click.FloatRange(0, 600),
-              help="Seconds between one member's join and the next's.")
-@click.option("--heartbeat-ms", default=500, show_default=True, type=click.IntRange(100, 60_000),
+              help="Scale-up: seconds between one member's join and the next's.")
+@click.option("--record-cost-ms", default=10.0, show_default=True, type=click.FloatRange(0.1, 10_000),
+              help="--records: each member's processing per record (a sleep).")
+@click.option("--batch", default=100, show_default=True, type=click.IntRange(1, 100_000),
+              help="--records: records a member takes per consume() (as max.poll.records).")
+@click.option("--load", default=0.8, show_default=True, type=click.FloatRange(0.01, 10),
+              help="--records: records produced a second, as a share of what the members process.")
+@click.option("--heartbeat-ms", type=click.IntRange(100, 60_000),
               help="Heartbeat interval of both protocols (classic heartbeat.interval.ms; the coordinator's "
-                   "group_consumer_heartbeat_interval_ms).")
-@click.option("--session-timeout-ms", default=10_000, show_default=True, type=click.IntRange(1000, 600_000),
-              help="Session timeout of both protocols.")
-@click.option("--settle", default=5.0, show_default=True, type=click.FloatRange(0.1, 600),
-              help="Seconds nothing may change for a protocol's group to count as stable.")
-@click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1, 7200),
-              help="Seconds after the last join a protocol may take to become stable before it is reported as not.")
+                   "group_consumer_heartbeat_interval_ms); default 500, with --records 3000.")
+@click.option("--session-timeout-ms", type=click.IntRange(1000, 600_000),
+              help="Session timeout of both protocols; default 10000, with --records 45000.")
+@click.option("--settle", type=click.FloatRange(0.1, 600),
+              help="Seconds nothing may change for a protocol's group to count as stable; default 5, with --records 3.")
+@click.option("--timeout", type=click.FloatRange(1, 7200),
+              help="Seconds a protocol may take to become stable (scale-up: after the last join, default 600; "
+                   "--records: each phase, default 120) before it is reported as not.")
 @click.option("--protocols", default="cooperative-sticky,range,consumer", show_default=True,
               help="The rows, in order: cooperative-sticky and range (classic), consumer (KIP-848).")
-def bench_rebalance(as_json: bool, members: int, partitions: int, join_interval: float, heartbeat_ms: int,
-                    session_timeout_ms: int, settle: float, timeout: float, protocols: str) -> None:
-    """Members joining a running group one after another, under the classic protocol
-    (cooperative-sticky, eager range) and KIP-848's (server-side uniform), in one run: time
-    until stable, partitions paused per member, rebalances."""
+def bench_rebalance(as_json: bool, with_records: bool, members: int | None, partitions: int | None,
+                    join_interval: float, record_cost_ms: float, batch: int, load: float, heartbeat_ms: int | None,
+                    session_timeout_ms: int | None, settle: float | None, timeout: float | None,
+                    protocols: str) -> None:
+    """Rebalances under the classic protocol (cooperative-sticky, eager range) and KIP-848's
+    (server-side uniform), in one run. The scale-up: members joining a running group one after
+    another, no broker: time until stable, partitions paused per member, rebalances, ZooKeeper's
+    cost. --records: slow members reading records through the gateway; after a member joins and
+    after one leaves: time until stable and every partition read again, records read twice,
+    partitions revoked per member, beside KIP-848's published figures."""
     try:
         from .bench import rebalance
         import confluent_kafka  # noqa: F401  (the members)
@@ -578,12 +594,19 @@ def bench_rebalance(as_json: bool, members: int, partitions: int, join_interval:
     if unknown or not rows:
         raise click.ClickException(f"--protocols: unknown {', '.join(unknown) or '(none given)'}; "
                                    f"known: {', '.join(rebalance.ROWS)}")
-    if heartbeat_ms >= session_timeout_ms:
+    given = {"members": members, "partitions": partitions, "heartbeat_ms": heartbeat_ms,
+             "session_timeout_ms": session_timeout_ms, "settle": settle, "timeout": timeout}
+    given = {k: v for k, v in given.items() if v is not None}
+    if with_records:
+        from .bench import rebalance_records as scenario
+        settings = scenario.RecordSettings(record_cost_ms=record_cost_ms, batch=batch, load=load, rows=rows,
+                                           **given)
+    else:
+        scenario = rebalance
+        settings = rebalance.Settings(join_interval=join_interval, rows=rows, **given)
+    if settings.heartbeat_ms >= settings.session_timeout_ms:
         raise click.ClickException("--heartbeat-ms must be less than --session-timeout-ms")
-    settings = rebalance.Settings(members=members, partitions=partitions, join_interval=join_interval,
-                                  heartbeat_ms=heartbeat_ms, session_timeout_ms=session_timeout_ms, settle=settle,
-                                  timeout=timeout, rows=rows)
-    _run_bench(lambda: rebalance.run(settings), rebalance.table, as_json, rebalance.RebalanceBenchError)
+    _run_bench(lambda: scenario.run(settings), scenario.table, as_json, rebalance.RebalanceBenchError)
 
 
 @bench.command("zk-commits")

@@ -135,6 +135,8 @@ class _Ledger:
         self.unowned_s = 0.0
         self.longest_gap = 0.0
         self.frozen = False  # measured: what the closing members report is not counted
+        self.gained_at: list[float | None] = [None] * partitions  # the last time each partition was gained
+        self.departed: set[int] = set()  # members that left the group (closed), not expected to hold any
 
     def add_member(self) -> int:
         with self.lock:
@@ -153,6 +155,7 @@ class _Ledger:
                 if p in mine:
                     continue
                 mine.add(p)
+                self.gained_at[p] = now
                 self.holders[p] += 1
                 if self.holders[p] == 1:
                     self.unowned -= 1
@@ -187,16 +190,23 @@ class _Ledger:
                     self.shared -= 1
             self.last_change = now
 
+    def depart(self, member: int) -> None:
+        """`member` left the group: it is no longer expected to hold partitions."""
+        with self.lock:
+            self.departed.add(member)
+
     def settled(self) -> bool:
-        """Every partition held once, and every member holding some (if there are enough)."""
+        """Every partition held once, and every member in the group holding some (if there
+        are enough)."""
         with self.lock:
             if self.unowned or self.shared:
                 return False
-            return self.partitions < len(self.held) or all(self.held)
+            present = [h for i, h in enumerate(self.held) if i not in self.departed]
+            return self.partitions < len(present) or all(present)
 
     def state(self) -> dict:
         with self.lock:
-            counts = [len(h) for h in self.held]
+            counts = [len(h) for i, h in enumerate(self.held) if i not in self.departed]
             return {"unowned": self.unowned, "held_twice_or_more": self.shared,
                     "members_without_partitions": sum(1 for c in counts if c == 0),
                     "partitions_per_member_min": min(counts, default=0),
@@ -306,45 +316,51 @@ def per_heartbeat(requests: dict[str, int], zookeeper_requests: dict[str, int], 
 
 
 class _Coordinator:
-    def __init__(self, work: Path, name: str, zookeeper: str, settings: Settings):
-        self.port, self.metrics_port = free_port(), free_port()
+    """A `groupkeeper run` of one row: its listener and /metrics on free ports, the row's
+    heartbeat interval and session timeout for KIP-848 groups; `config` and `args` add keys
+    and flags (the records scenario's embedded broker)."""
+
+    def __init__(self, work: Path, name: str, zookeeper: str, settings, config: dict | None = None,
+                 args: tuple[str, ...] = (), port: int | None = None):
+        self.port, self.metrics_port = port or free_port(), free_port()
         self.log = work / f"{name}.log"
-        config = work / f"{name}.toml"
+        self.data_dir = work / name
+        path = work / f"{name}.toml"
         values = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 1000,
                   "group_consumer_heartbeat_interval_ms": settings.heartbeat_ms,
                   "group_consumer_session_timeout_ms": settings.session_timeout_ms,
-                  "max_connections_per_ip": 10_000}
-        config.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items()))
-        self.run = RunProcess(["--config", str(config), "--zookeeper", zookeeper,
+                  "max_connections_per_ip": 10_000, **(config or {})}
+        path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items()))
+        self.run = RunProcess(["--config", str(path), "--zookeeper", zookeeper,
                                "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
                                "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-                               "--data-dir", str(work / name)])
+                               "--data-dir", str(self.data_dir), *args])
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def start(self, preexec_fn=None) -> None:
         try:
-            self.run.start(self.log, timeout=60)
+            self.run.start(self.log, timeout=60, preexec_fn=preexec_fn)
         except NotStarted as exc:
             raise RebalanceBenchError(f"the coordinator did not start: {exc} (log: {self.log})") from None
 
     def cpu(self) -> float:
         return _cpu_seconds(self.run.process.pid)
 
-    def wait_for_topic(self, partitions: int, timeout: float = 30.0) -> None:
+    def wait_for_topic(self, partitions: int, timeout: float = 30.0, topic: str = TOPIC) -> None:
         """Until its Metadata shows the topic with all its partitions (its registry learns of
         the topic a moment after it is written)."""
         deadline = time.monotonic() + timeout
         connection = NodeConnection("127.0.0.1", self.port, 10.0)
         try:
             while True:
-                answer, = connection.pipeline(METADATA, 1, [{"topics": [{"name": TOPIC}]}])
+                answer, = connection.pipeline(METADATA, 1, [{"topics": [{"name": topic}]}])
                 if [len(t.partitions) for t in answer.topics if t.error_code == ErrorCode.NONE] == [partitions]:
                     return
                 if time.monotonic() > deadline:
-                    raise RebalanceBenchError(f"the coordinator did not see {TOPIC} with {partitions} partitions")
+                    raise RebalanceBenchError(f"the coordinator did not see {topic} with {partitions} partitions")
                 time.sleep(0.05)
         finally:
             connection.close()
