@@ -31,12 +31,13 @@ Phases, each measured from its start: *start* (the `members` created at once), *
 member more created), *leave* (member 0 calls `close()`; measured from that call). A phase
 ends when the group is *stable* (every partition held by exactly one member per the
 callbacks, every member in the group holding some, nothing changed for `settle` seconds; it
-became stable at the last change) and every partition is *being read again*: it has
-delivered a record to its owner after the phase started and after it was last assigned. Per
-phase:
+became stable at the last change) and every partition is *being read again*: each partition
+assigned during the phase has delivered a record after its last assignment (a partition that
+kept its owner never stopped being read). Per phase:
 
 - *stable*: from the phase's start to the last change of ownership;
-- *all read again*: from the phase's start to the last partition's first record after it;
+- *all read again*: from the phase's start to the last moved partition's first record after
+  its assignment;
 - *read twice*: records (partition, offset) delivered during the phase that had been
   delivered before, to any member;
 - *revoked per member*: partitions revoked from (or lost by) each member during the phase,
@@ -85,7 +86,7 @@ class RecordSettings:
     members: int = 10
     partitions: int = 120
     record_cost_ms: float = 10.0  # a member's processing per record (a sleep)
-    batch: int = 100  # records a member takes per consume(), as max.poll.records
+    batch: int = 500  # records a member takes per consume(), as max.poll.records (its Java default)
     load: float = 0.8  # records produced a second, as a share of what `members` members process
     heartbeat_ms: int = 3000
     session_timeout_ms: int = 45_000
@@ -125,12 +126,15 @@ class _Deliveries:
                     self.seen.add(key)
             self.delivered[self.phase] += len(records)
 
-    def read_again_at(self, since: list[float]) -> tuple[float | None, list[int]]:
+    def read_again_at(self, since: list[float | None]) -> tuple[float | None, list[int]]:
         """When the last partition delivered its first record at or after `since[p]` (None if
-        one has not yet), and the partitions that have not."""
+        one has not yet), and the partitions that have not; a partition whose `since` is None
+        is not waited for."""
         latest, unread = 0.0, []
         with self.lock:
             for partition, start in enumerate(since):
+                if start is None:
+                    continue
                 times = self.times[partition]
                 i = bisect.bisect_left(times, start)
                 if i == len(times):
@@ -378,10 +382,12 @@ def _wait_phase(phase: _Phase, ledger: _Ledger, deliveries: _Deliveries, setting
         now = time.monotonic()
         if ledger.settled() and now - ledger.last_change >= settings.settle:
             with ledger.lock:
-                since = [max(phase.started, g or phase.started) for g in ledger.gained_at]
+                # the partitions assigned during the phase; the others never stopped being read
+                since = [g if g is not None and g >= phase.started else None for g in ledger.gained_at]
                 stable = max(ledger.last_change, phase.started)
             read_at, unread = deliveries.read_again_at(since)
             if read_at is not None:
+                read_at = max(read_at, phase.started)  # nothing moved: nothing to wait for
                 break
         time.sleep(0.05)
     done = stable is not None and read_at is not None
@@ -391,8 +397,18 @@ def _wait_phase(phase: _Phase, ledger: _Ledger, deliveries: _Deliveries, setting
             **({} if done else {"unread_partitions": unread})}
 
 
+def _markers(coordinator: _Coordinator, row: Row, group: str) -> tuple[int, list[dict]]:
+    """The group epoch (KIP-848, else 0) and the coordinator's "rebalance completed" log
+    entries for the group so far (classic, else none)."""
+    if row.protocol == "consumer":
+        return coordinator.view(row, group)[1].get("group_epoch", 0), []
+    return 0, coordinator.log_entries("rebalance completed", group)
+
+
 def _phase_figures(phase: _Phase, waited: dict, ledger: _Ledger, deliveries: _Deliveries,
-                   members: list[_RecordMember], epoch: int, generations: int, row: Row) -> dict:
+                   members: list[_RecordMember], markers: tuple[int, list[dict]], row: Row) -> dict:
+    epoch, completed = markers
+    rounds = [e.get("duration_s", 0.0) for e in completed[phase.generations:]]
     with ledger.lock:
         taken = [n - (phase.taken[i] if i < len(phase.taken) else 0) for i, n in enumerate(ledger.taken)]
         staying = [taken[m.index] for m in members if m.index not in ledger.departed]
@@ -402,7 +418,8 @@ def _phase_figures(phase: _Phase, waited: dict, ledger: _Ledger, deliveries: _De
     return {**waited, "read_twice": twice, "delivered": delivered,
             "revoked_per_member": {"mean": round(sum(staying) / len(staying), 2) if staying else 0,
                                    "max": max(staying, default=0), "total": sum(taken)},
-            "rebalances": (generations - phase.generations) if row.protocol == "classic" else epoch - phase.epoch,
+            "rebalances": len(rounds) if row.protocol == "classic" else epoch - phase.epoch,
+            "longest_round_s": max(rounds, default=None),
             "final": state}
 
 
@@ -422,11 +439,13 @@ def _row(name: str, settings: RecordSettings, work: Path, zookeeper: ZooKeeperSe
         created.start()
         return created
 
-    def markers() -> tuple[int, int]:
-        """The group epoch (KIP-848) and the generations completed (classic) so far."""
-        if row.protocol == "consumer":
-            return coordinator.view(row, group)[1].get("group_epoch", 0), 0
-        return 0, len(coordinator.log_entries("rebalance completed", group))
+    def markers() -> tuple[int, list[dict]]:
+        return _markers(coordinator, row, group)
+
+    def counts() -> tuple[int, int]:
+        """The group epoch and the classic rounds completed so far, where a phase starts."""
+        epoch, completed = markers()
+        return epoch, len(completed)
 
     try:
         _start_gateway(coordinator)
@@ -440,24 +459,24 @@ def _row(name: str, settings: RecordSettings, work: Path, zookeeper: ZooKeeperSe
         for _ in range(settings.members):
             threads.append(member())
         phases["start"] = _phase_figures(start, _wait_phase(start, ledger, deliveries, settings, threads), ledger,
-                                         deliveries, members, *markers(), row)
+                                         deliveries, members, markers(), row)
         broker_pid = _broker_pid(coordinator)
         before = (coordinator.cpu(), _cpu_seconds(zookeeper.process.pid),
                   _cpu_seconds(broker_pid) if broker_pid else 0.0, time.process_time())
         requests_before = coordinator.requests()
-        join = _Phase("join", time.monotonic(), ledger, deliveries, *markers())
+        join = _Phase("join", time.monotonic(), ledger, deliveries, *counts())
         threads.append(member())
         phases["join"] = _phase_figures(join, _wait_phase(join, ledger, deliveries, settings, threads), ledger,
-                                        deliveries, members, *markers(), row)
+                                        deliveries, members, markers(), row)
         leaver = members[0]
-        leave = _Phase("leave", time.monotonic(), ledger, deliveries, *markers())
+        leave = _Phase("leave", time.monotonic(), ledger, deliveries, *counts())
         leaver.leave()
         if not leaver.closed.wait(settings.timeout):
             raise RebalanceBenchError("member 0 did not close")
         leave.started = leaver.closing_at  # measured from its close(), not from the end of its batch
         threads.remove(leaver)
         phases["leave"] = _phase_figures(leave, _wait_phase(leave, ledger, deliveries, settings, threads), ledger,
-                                         deliveries, members, *markers(), row)
+                                         deliveries, members, markers(), row)
         after = (coordinator.cpu(), _cpu_seconds(zookeeper.process.pid),
                  _cpu_seconds(broker_pid) if broker_pid else 0.0, time.process_time())
         requests, zookeeper_requests, written = since(coordinator.requests(), requests_before)
@@ -536,7 +555,7 @@ def table(result: dict) -> str:
                  f"consume({s['batch']}) then {s['record_cost_ms']:g} ms a record, commit; heartbeat "
                  f"{s['heartbeat_ms']} ms, session {s['session_timeout_ms'] / 1000:g} s for both protocols. STABLE: "
                  f"every partition held once, every member holding some, nothing changed for {s['settle']:g} s. ALL "
-                 "READ AGAIN: every partition delivered a record after the change and after its last assignment. "
+                 "READ AGAIN: every partition assigned in the phase delivered a record after its assignment. "
                  "READ TWICE: records delivered again. REVOKED: partitions revoked per member in the group at the "
                  "end (TOTAL: with the leaver's))")
     for r in result["rows"]:
@@ -561,5 +580,9 @@ def table(result: dict) -> str:
                      f"gk/zk/broker/clients {cpu['coordinator']:.1f}/{cpu['zookeeper']:.1f}/{cpu['broker']:.1f}/"
                      f"{cpu['clients']:.1f}; ZooKeeper writes {_n(r['zookeeper_writes'])} for "
                      f"{_n(r['heartbeats'])} heartbeats ({_f(r['zookeeper_writes_per_heartbeat'], '.3f')} a heartbeat)")
+        rounds = [f"{name} {r['phases'][name]['longest_round_s']:.2f} s" for name in ("join", "leave")
+                  if r["phases"][name].get("longest_round_s") is not None]
+        if rounds:
+            notes.append("longest classic round " + ", ".join(rounds))
         lines.append(f"  {r['row']}: " + "; ".join(notes))
     return "\n".join(lines)
