@@ -560,8 +560,9 @@ def bench_gateway(as_json: bool, records: int, size: int, rate: float, seconds: 
               help="--records: each member's processing per record (a sleep).")
 @click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 100_000),
               help="--records: records a member takes per consume() (as max.poll.records).")
-@click.option("--load", default=0.8, show_default=True, type=click.FloatRange(0.01, 10),
-              help="--records: records produced a second, as a share of what the members process.")
+@click.option("--load", default=1.1, show_default=True, type=click.FloatRange(0.01, 10),
+              help="--records: records produced a second, as a share of what the members process (above 1: "
+                   "they fall behind and take full batches).")
 @click.option("--heartbeat-ms", type=click.IntRange(100, 60_000),
               help="Heartbeat interval of both protocols (classic heartbeat.interval.ms; the coordinator's "
                    "group_consumer_heartbeat_interval_ms); default 500, with --records 3000.")

@@ -13,19 +13,18 @@ does not know the group).
 
 - A producer thread keeps every partition supplied: `rate` records a second (default: a
   quarter more than the group can process with one member more than `members`), round-robin
-  over the partitions, `VALUE_BYTES` bytes each: `load` (default 0.8) of what the `members`
-  members can process, so that they keep up and their backlog stays under a batch.
+  over the partitions, `VALUE_BYTES` bytes each: `load` (default 1.1) times what the
+  `members` members can process, so that they fall behind and stay behind (slow consumers).
 - `members` unmodified librdkafka consumers (confluent-kafka), each in a thread of its own,
-  each a slow consumer: `consume(batch, timeout)`, the timeout as long as a batch takes to
-  process (`batch` x `record_cost_ms`, at least CONSUME_WAIT_MIN), so that a member near its
-  capacity takes full batches; then a sleep of `record_cost_ms` per record (processing), then
-  an asynchronous commit of what it processed. A member therefore polls about once per
-  `batch` x `record_cost_ms`, as a Java consumer with `max.poll.records` = `batch` that is
-  near its capacity. Rebalance callbacks run inside `consume()`, so a member in the middle of
-  a batch answers a rebalance only when the batch is done. On revocation a member commits
-  what it has processed, synchronously, before giving the partitions up (the usual way to
-  keep records from being read twice); `close()` does the same through the revoke callback.
-  librdkafka's fetch settings are its defaults.
+  each a slow consumer. Its poll is a Java consumer's: up to `batch` records (as
+  `max.poll.records`) as soon as there is one; then a sleep of `record_cost_ms` per record
+  (processing), then an asynchronous commit of what it processed. Behind, a member takes full
+  batches, so it polls once per `batch` x `record_cost_ms` (5 s by default). Rebalance
+  callbacks run inside librdkafka's `consume()`, so a member in the middle of a batch answers
+  a rebalance only when the batch is done. On revocation a member commits what it has
+  processed, synchronously, before giving the partitions up (the usual way to keep records
+  from being read twice); `close()` does the same through the revoke callback. librdkafka's
+  fetch settings are its defaults.
 
 Phases, each measured from its start: *start* (the `members` created at once), *join* (one
 member more created), *leave* (member 0 calls `close()`; measured from that call). A phase
@@ -74,7 +73,7 @@ from .rebalance import (ROWS, RebalanceBenchError, Row, _cpu_seconds, _Coordinat
 TOPIC = "bench-rebalance-records"
 TANSU_NODE = 111  # the embedded broker's one node (Tansu's default)
 VALUE_BYTES = 100
-CONSUME_WAIT_MIN = 0.2  # seconds a member's consume() waits for a full batch, at least
+POLL_WAIT = 0.5  # seconds a member's poll waits for a first record
 PUBLISHED = {"source": "librdkafka's KIP-848 documentation; Confluent's KIP-848 announcement",
              "members": 10, "partitions": 900, "classic_s": 103.0, "consumer_s": 5.0,
              "what": "a group of 10 consumers taking on 900 partitions; set-up (processing, intervals) not given"}
@@ -87,7 +86,7 @@ class RecordSettings:
     partitions: int = 120
     record_cost_ms: float = 10.0  # a member's processing per record (a sleep)
     batch: int = 500  # records a member takes per consume(), as max.poll.records (its Java default)
-    load: float = 0.8  # records produced a second, as a share of what `members` members process
+    load: float = 1.1  # records produced a second, as a share of what `members` members process
     heartbeat_ms: int = 3000
     session_timeout_ms: int = 45_000
     settle: float = 3.0  # seconds without a change of ownership for a phase to count as stable
@@ -186,10 +185,9 @@ class _RecordMember(threading.Thread):
 
     def run(self) -> None:
         cost = self.settings.record_cost_ms / 1000.0
-        wait = max(CONSUME_WAIT_MIN, self.settings.batch * cost)  # as long as a batch takes to process
         try:
             while not (self.leaving.is_set() or self.stop.is_set()):
-                messages = self.consumer.consume(self.settings.batch, wait)
+                messages = self._poll()
                 good = []
                 for message in messages:
                     if message.error() is None:
@@ -213,6 +211,16 @@ class _RecordMember(threading.Thread):
                 self.failure = self.failure or exc
             self.ledger.depart(self.index)
             self.closed.set()
+
+    def _poll(self) -> list:
+        """As a Java consumer's poll(): up to `batch` records, as soon as there is one (waiting
+        at most POLL_WAIT for it); librdkafka's consume() would wait to fill the batch."""
+        messages = self.consumer.consume(self.settings.batch, 0)
+        if not messages:
+            messages = self.consumer.consume(1, POLL_WAIT)
+            if messages and self.settings.batch > 1:
+                messages += self.consumer.consume(self.settings.batch - 1, 0)
+        return messages
 
     def _committed(self, err, partitions) -> None:
         if err is not None and err.name() != "_NO_OFFSET":
