@@ -14,7 +14,8 @@ does not know the group).
 - A producer thread keeps every partition supplied: `rate` records a second (default: a
   quarter more than the group can process with one member more than `members`), round-robin
   over the partitions, `VALUE_BYTES` bytes each: `load` (default 1.1) times what the
-  `members` members can process, so that they fall behind and stay behind (slow consumers).
+  `members` members can process, so that they stay behind (slow consumers), after a backlog
+  of `backlog_batches` batches per member produced before the members start.
 - `members` unmodified librdkafka consumers (confluent-kafka), each in a thread of its own,
   each a slow consumer. Its poll is a Java consumer's: up to `batch` records (as
   `max.poll.records`) as soon as there is one; then a sleep of `record_cost_ms` per record
@@ -23,8 +24,10 @@ does not know the group).
   callbacks run inside librdkafka's `consume()`, so a member in the middle of a batch answers
   a rebalance only when the batch is done. On revocation a member commits what it has
   processed, synchronously, before giving the partitions up (the usual way to keep records
-  from being read twice); `close()` does the same through the revoke callback. librdkafka's
-  fetch settings are its defaults.
+  from being read twice); `close()` does the same through the revoke callback. A member
+  keeps about one batch fetched ahead (`queued.max.messages.kbytes`), so that a partition it
+  gains waits behind at most about a batch of the others' records (librdkafka's default, 64
+  MiB, would queue the whole backlog ahead of it); its other fetch settings are librdkafka's.
 
 Phases, each measured from its start: *start* (the `members` created at once), *join* (one
 member more created), *leave* (member 0 calls `close()`; measured from that call). A phase
@@ -87,6 +90,7 @@ class RecordSettings:
     record_cost_ms: float = 10.0  # a member's processing per record (a sleep)
     batch: int = 500  # records a member takes per consume(), as max.poll.records (its Java default)
     load: float = 1.1  # records produced a second, as a share of what `members` members process
+    backlog_batches: int = 2  # batches per member produced before the members start (they start behind)
     heartbeat_ms: int = 3000
     session_timeout_ms: int = 45_000
     settle: float = 3.0  # seconds without a change of ownership for a phase to count as stable
@@ -145,11 +149,17 @@ class _Deliveries:
 
 # -- the members ----------------------------------------------------------------------------------
 
+def _prefetch_kb(settings: RecordSettings) -> int:
+    """About one batch of records: what a member keeps fetched ahead of its processing, so that
+    a partition it gains waits behind at most about a batch of others' records."""
+    return max(16, settings.batch * (VALUE_BYTES + 80) // 1024)
+
+
 def _consumer_config(row: Row, bootstrap: str, group: str, index: int, settings: RecordSettings) -> dict:
     """A slow member's librdkafka configuration: manual commits, librdkafka's fetch defaults."""
     config = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": row.protocol,
               "client.id": f"bench-records-{index}", "enable.auto.commit": False, "auto.offset.reset": "earliest",
-              "log_level": 0}
+              "queued.max.messages.kbytes": _prefetch_kb(settings), "log_level": 0}
     if row.protocol == "classic":
         config.update({"partition.assignment.strategy": row.strategy,
                        "heartbeat.interval.ms": settings.heartbeat_ms,
@@ -259,7 +269,8 @@ class _RecordMember(threading.Thread):
 
 
 class _Producer(threading.Thread):
-    """Keeps every partition supplied: `rate` records a second, round-robin over the partitions."""
+    """Keeps every partition supplied: `rate` records a second, round-robin over the partitions,
+    after a backlog produced at once (`preload`)."""
 
     def __init__(self, bootstrap: str, partitions: int, rate: float, stop: threading.Event):
         super().__init__(daemon=True)
@@ -276,12 +287,27 @@ class _Producer(threading.Thread):
         if err is not None:
             self.failed[err.name()] += 1
 
+    def preload(self, records: int, timeout: float = 60.0) -> None:
+        """Produce `records` records round-robin, as fast as they are taken, and wait for them all."""
+        value = b"x" * VALUE_BYTES
+        for _ in range(records):
+            while True:
+                try:
+                    self.producer.produce(TOPIC, value, partition=self.produced % self.partitions,
+                                          on_delivery=self._delivered)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+            self.produced += 1
+        if self.producer.flush(timeout) or self.failed:
+            raise RebalanceBenchError(f"the backlog was not produced: {dict(self.failed) or 'flush timed out'}")
+
     def run(self) -> None:
         value = b"x" * VALUE_BYTES
-        started = time.monotonic()
+        started, preloaded = time.monotonic(), self.produced
         try:
             while not self.stop.is_set():
-                due = int((time.monotonic() - started) * self.rate)
+                due = preloaded + int((time.monotonic() - started) * self.rate)
                 while self.produced < due:
                     try:
                         self.producer.produce(TOPIC, value, partition=self.produced % self.partitions,
@@ -460,6 +486,7 @@ def _row(name: str, settings: RecordSettings, work: Path, zookeeper: ZooKeeperSe
         _create_topic(broker, settings.partitions)
         coordinator.wait_for_topic(settings.partitions, topic=TOPIC)
         producer = _Producer(coordinator.bootstrap, settings.partitions, settings.produce_rate, stop)
+        producer.preload(settings.members * settings.batch * settings.backlog_batches)
         producer.start()
         threads: list = [producer]
         phases = {}
