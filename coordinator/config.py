@@ -71,6 +71,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "group_consumer_max_size": (int, 0),  # members; 0: no limit
     "group_consumer_assignors": (list, ["uniform", "range"]),  # server-side assignors; the first is the default
     "group_consumer_migration_policy": (str, "bidirectional"),  # disabled, upgrade, downgrade, bidirectional
+    "group_consumer_store_linger_ms": (int, 100),  # a group's changes of this long share one ZooKeeper write
     "group_id_max_length": (int, 1024),  # characters; longer group ids: INVALID_GROUP_ID
     "group_max_record_bytes": (int, 8 * 1024 * 1024),  # a generation's stored members; more: GROUP_MAX_SIZE_REACHED
     "offset_commit_max_partitions": (int, 10_000),  # in one OffsetCommit; more: INVALID_COMMIT_OFFSET_SIZE
@@ -123,6 +124,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "group_consumer_session_timeout_ms": (1_000, 1_800_000),
     "group_consumer_heartbeat_interval_ms": (100, 600_000),
     "group_consumer_max_size": (0, 1_000_000),
+    "group_consumer_store_linger_ms": (0, 1_000),
     "offsets_retention_minutes": (0.001, 2**31 - 1),  # Kafka's ceiling (an int of minutes); 60 ms for tests
     "offsets_retention_check_interval_ms": (100, 86_400_000),
 }

@@ -485,6 +485,7 @@ def _group_config(config: dict[str, Any]) -> GroupConfig:
                            max_size=config["group_consumer_max_size"],
                            max_record_bytes=config["group_max_record_bytes"],
                            default_assignor=config["group_consumer_assignors"][0],
-                           migration_policy=config["group_consumer_migration_policy"]),
+                           migration_policy=config["group_consumer_migration_policy"],
+                           store_linger=config["group_consumer_store_linger_ms"] / 1000),
                        offsets_retention_ms=round(config["offsets_retention_minutes"] * 60_000),
                        offsets_retention_check_interval=config["offsets_retention_check_interval_ms"] / 1000)

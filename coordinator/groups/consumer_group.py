@@ -87,6 +87,15 @@ class ConsumerGroupConfig:
     max_member_record_bytes: int = 192 * 1024
     default_assignor: str = "uniform"  # the first of group.consumer.assignors
     migration_policy: str = "bidirectional"  # group.consumer.migration.policy: see migration.py
+    # the runtime's: seconds a write of the group waits before it takes the changes to store,
+    # so that the steps of members heartbeating meanwhile share it (group_consumer_store_linger_ms)
+    store_linger: float = 0.0
+
+    @property
+    def store_linger_s(self) -> float:
+        """The linger, at most a tenth of the heartbeat interval: a step's answer is never held
+        long against the member's next heartbeat."""
+        return min(self.store_linger, self.heartbeat_interval / 10)
 
 
 @dataclass(frozen=True)

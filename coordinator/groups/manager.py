@@ -408,8 +408,13 @@ class GroupSet:
                     return running.error
                 continue
             write = self._writes[group.group_id] = _Write(group.version, trio.Event())
-            header, members = consumer_changes(group)  # only what changed is written
+            header, members = None, {}
             try:
+                linger = group.config.store_linger_s
+                if linger:  # the changes of the next moments share the write
+                    await trio.sleep(linger)
+                write.version = group.version
+                header, members = consumer_changes(group)  # only what changed is written
                 await self.persist(group.group_id, header, members=members)
                 self._stored[group.group_id] = max(write.version, self._stored.get(group.group_id, -1))
             except BaseException as exc:

@@ -428,14 +428,14 @@ class PartitionStore:
         whose outcome is not known (and what of the group's own znodes exists)."""
         path, parent = layout.group_path(self.partition, group), layout.members_path(self.partition, group)
         try:
-            found, names = await self.zk.read_many([(GET, path), (CHILDREN, parent)])
-            names = [] if _absent(names) else names
+            found, listed = await self.zk.read_many([(GET, path), (CHILDREN, parent)])
+            names = [] if _absent(listed) else listed
             reads = await self.zk.read_many([(GET, f"{parent}/{name}") for name in names])
             present = {name: read for name, read in zip(names, reads) if not _absent(read)}
         except KazooException as exc:
             raise StoreUnavailable(f"listing the members of group {group!r}: {type(exc).__name__}") from None
         (self._nodes.discard if _absent(found) else self._nodes.add)(path)
-        (self._nodes.add if names else self._nodes.discard)(parent)
+        (self._nodes.discard if _absent(listed) else self._nodes.add)(parent)
         for member in self._members.pop(group, {}):
             self._nodes.discard(layout.member_path(self.partition, group, member))
         if present:
