@@ -11,11 +11,10 @@ coordinated by groupkeeper (checked: FindCoordinator names a groupkeeper instanc
 DescribeGroups / ConsumerGroupDescribe lists the members, and the broker's own coordinator
 does not know the group).
 
-- A producer thread keeps every partition supplied: `rate` records a second (default: a
-  quarter more than the group can process with one member more than `members`), round-robin
-  over the partitions, `VALUE_BYTES` bytes each: `load` (default 1.1) times what the
-  `members` members can process, so that they stay behind (slow consumers), after a backlog
-  of `backlog_batches` batches per member produced before the members start.
+- A producer thread keeps every partition supplied, round-robin, `VALUE_BYTES` bytes a
+  record: first a backlog of `backlog_batches` batches per member, then `load` (default 1.1)
+  times what the `members` members can process a second, so that they start behind and stay
+  behind (slow consumers).
 - `members` unmodified librdkafka consumers (confluent-kafka), each in a thread of its own,
   each a slow consumer. Its poll is a Java consumer's: up to `batch` records (as
   `max.poll.records`) as soon as there is one; then a sleep of `record_cost_ms` per record
@@ -88,7 +87,7 @@ class RecordSettings:
     members: int = 10
     partitions: int = 120
     record_cost_ms: float = 10.0  # a member's processing per record (a sleep)
-    batch: int = 500  # records a member takes per consume(), as max.poll.records (its Java default)
+    batch: int = 500  # records a member takes per poll, as max.poll.records (its Java default)
     load: float = 1.1  # records produced a second, as a share of what `members` members process
     backlog_batches: int = 2  # batches per member produced before the members start (they start behind)
     heartbeat_ms: int = 3000
@@ -539,11 +538,20 @@ def _row(name: str, settings: RecordSettings, work: Path, zookeeper: ZooKeeperSe
         }
     finally:
         stop.set()
-        for m in members:
-            m.join(settings.timeout)
+        _close_all(members, settings)
         if producer is not None and producer.is_alive():
             producer.join(15)
         coordinator.stop()
+
+
+def _close_all(members: list[_RecordMember], settings: RecordSettings) -> None:
+    """Wait for the members to finish their batch and close (each in its own thread, all at
+    once), for a bounded time: an eager group whose members leave one by one rebalances at each
+    departure, and a close caught in such a round was seen to wait for the rebalance timeout
+    (300 s). The threads are daemons; a coordinator stopped under them ends their waits."""
+    deadline = time.monotonic() + 30.0 + 2 * settings.batch * settings.record_cost_ms / 1000.0
+    for m in members:
+        m.join(max(0.0, deadline - time.monotonic()))
 
 
 def _spread(counts: list[int]) -> dict:
@@ -586,8 +594,9 @@ def table(result: dict) -> str:
     lines.append(f"{'published (reference)':<28} {'join':<6} classic {ref['classic_s']:g} s, KIP-848 ~{ref['consumer_s']:g} s: "
                  f"{ref['what']} ({ref['source']})")
     lines.append(f"({s['members']} members, then one joins, then member 0 leaves (close()); {s['partitions']:,} "
-                 f"partitions, {s['produce_rate']:,.0f} records/s produced through the gateway; each member "
-                 f"consume({s['batch']}) then {s['record_cost_ms']:g} ms a record, commit; heartbeat "
+                 f"partitions, {s['produce_rate']:,.0f} records/s produced through the gateway after a backlog of "
+                 f"{s.get('backlog_batches', 0)} batches a member; each member polls up to {s['batch']} records, then "
+                 f"{s['record_cost_ms']:g} ms a record, commit; heartbeat "
                  f"{s['heartbeat_ms']} ms, session {s['session_timeout_ms'] / 1000:g} s for both protocols. STABLE: "
                  f"every partition held once, every member holding some, nothing changed for {s['settle']:g} s. ALL "
                  "READ AGAIN: every partition assigned in the phase delivered a record after its assignment. "
