@@ -37,7 +37,7 @@ def assert_served_correctly(ours: dict, commits: bool) -> None:
 
 def test_heartbeats_and_commits_on_schedule_lose_nothing():
     [result] = bench_load("--groups", "5", "--members", "60", "--connections", "30", "--pipeline", "2",
-                          "--rate", "600", "--commit-interval", "250", "--duration", "3")
+                          "--rate", "600", "--commit-interval", "250", "--duration", "1.5")
     ours = result["ours"]
     assert set(ours["apis"]) == {"heartbeat", "offset_commit"}
     assert_served_correctly(ours, commits=True)
@@ -49,7 +49,7 @@ def test_heartbeats_and_commits_on_schedule_lose_nothing():
 @pytest.mark.parametrize("requests", ["heartbeat", "commit"])
 def test_as_fast_as_possible_loses_nothing(requests):
     [result] = bench_load("--groups", "4", "--members", "16", "--connections", "8", "--pipeline", "8",
-                          "--rate", "0", "--requests", requests, "--duration", "2")
+                          "--rate", "0", "--requests", requests, "--duration", "1")
     ours = result["ours"]
     assert set(ours["apis"]) == {"offset_commit" if requests == "commit" else "heartbeat"}
     assert_served_correctly(ours, commits=requests == "commit")

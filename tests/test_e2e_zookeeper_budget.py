@@ -4,7 +4,9 @@ offset_commit_max_partitions and group_max_offset_metadata_bytes) committed to 1
 from one address took that ZooKeeper to OutOfMemoryError. With the data budget its client is
 refused at its share, ZooKeeper stays alive, and other clients' groups are served throughout,
 new ones included; from two more addresses the budget fills, a warning comes first, and then
-what would take the data past it is refused, whoever sends it, while existing groups go on."""
+what would take the data past it is refused, whoever sends it, while existing groups go on.
+The test sends 40 groups from the first address, not 129: its share is full after about 17,
+and the refusals after that are alike (docs/operations.md has the issue's whole run)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from tests.coordinator_process import CoordinatorProcess, cluster
 from tools.bench.abuse import Bystander, Target
 from coordinator.store.zkserver import ZooKeeperServer, data_bytes, four_letter_word, free_port
 
-GROUPS, PARTITIONS, METADATA = 129, 10_000, "m" * 104  # the issue's
+GROUPS, PARTITIONS, METADATA = 40, 10_000, "m" * 104  # the issue's partitions and metadata
 DEADLINE = 3.0  # seconds any answer to an ordinary client may take
 MiB = 1 << 20
 
@@ -118,7 +120,7 @@ def test_the_issues_pressure_leaves_zookeeper_alive_and_every_other_group_served
             bystander.begin()
         newcomers = Newcomers(coordinator.port)
 
-        # one address: the issue's 129 groups, refused once it holds half the budget
+        # one address: 40 groups, refused once it holds half the budget
         answers: list[set[str]] = []
         attack(coordinator.port, "127.0.0.2", "one", GROUPS, answers)
         accepted = [a for a in answers if a == {"NONE"}]
@@ -135,7 +137,7 @@ def test_the_issues_pressure_leaves_zookeeper_alive_and_every_other_group_served
 
         # two more addresses: the budget fills, a warning first; then growth is refused for everyone
         more: list[list[set[str]]] = [[], []]
-        threads = [threading.Thread(target=attack, args=(coordinator.port, source, source, GROUPS // 3, out))
+        threads = [threading.Thread(target=attack, args=(coordinator.port, source, source, GROUPS // 2, out))
                    for source, out in zip(("127.0.0.3", "127.0.0.4"), more)]
         for thread in threads:
             thread.start()
