@@ -559,7 +559,7 @@ def bench_gateway(as_json: bool, records: int, size: int, rate: float, seconds: 
 @click.option("--record-cost-ms", default=10.0, show_default=True, type=click.FloatRange(0.1, 10_000),
               help="--records: each member's processing per record (a sleep).")
 @click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 100_000),
-              help="--records: records a member takes per consume() (as max.poll.records).")
+              help="--records: records a member takes per poll (as max.poll.records).")
 @click.option("--load", default=1.1, show_default=True, type=click.FloatRange(0.01, 10),
               help="--records: records produced a second, as a share of what the members process (above 1: "
                    "they fall behind and take full batches).")

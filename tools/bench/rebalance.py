@@ -215,6 +215,25 @@ class _Ledger:
 
 # -- the members ----------------------------------------------------------------------------------
 
+def classic_config(row: Row, settings) -> dict:
+    """A classic row's consumer settings: its strategy, the row's heartbeat interval and session
+    timeout (a KIP-848 consumer may not set them: the coordinator's)."""
+    if row.protocol != "classic":
+        return {}
+    return {"partition.assignment.strategy": row.strategy, "heartbeat.interval.ms": settings.heartbeat_ms,
+            "session.timeout.ms": settings.session_timeout_ms}
+
+
+def take(row: Row, ledger: _Ledger, member: int, consumer, partitions) -> None:
+    """An assign callback: apply the partitions (incrementally for a cooperative row), then
+    record them as held by `member`."""
+    if row.cooperative:
+        consumer.incremental_assign(partitions)
+    else:
+        consumer.assign(partitions)
+    ledger.gain(member, [p.partition for p in partitions], time.monotonic())
+
+
 class _Member:
     """One confluent-kafka consumer subscribed to the topic, its callbacks reporting to the ledger."""
 
@@ -225,19 +244,11 @@ class _Member:
         self.index = ledger.add_member()
         config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                   "client.id": f"bench-{self.index}", "log_level": 0, "group.protocol": row.protocol}
-        if row.protocol == "classic":
-            config.update({"partition.assignment.strategy": row.strategy,
-                           "heartbeat.interval.ms": settings.heartbeat_ms,
-                           "session.timeout.ms": settings.session_timeout_ms})
-        self.consumer = Consumer(config)
+        self.consumer = Consumer({**config, **classic_config(row, settings)})
         self.consumer.subscribe([TOPIC], on_assign=self._assign, on_revoke=self._revoke, on_lost=self._lost)
 
     def _assign(self, consumer, partitions) -> None:
-        if self.row.cooperative:
-            consumer.incremental_assign(partitions)
-        else:
-            consumer.assign(partitions)
-        self.ledger.gain(self.index, [p.partition for p in partitions], time.monotonic())
+        take(self.row, self.ledger, self.index, consumer, partitions)
 
     def _revoke(self, consumer, partitions) -> None:
         self._release(consumer, partitions, lost=False)

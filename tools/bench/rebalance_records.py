@@ -70,7 +70,7 @@ from .gateway import _node_port, _preexec
 from .process import chroot as make_chroot
 from .process import raise_open_files
 from .rebalance import (ROWS, RebalanceBenchError, Row, _cpu_seconds, _Coordinator, _f, _Ledger, _n, _s,
-                        per_heartbeat, since)
+                        classic_config, per_heartbeat, since, take)
 
 TOPIC = "bench-rebalance-records"
 TANSU_NODE = 111  # the embedded broker's one node (Tansu's default)
@@ -159,11 +159,7 @@ def _consumer_config(row: Row, bootstrap: str, group: str, index: int, settings:
     config = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": row.protocol,
               "client.id": f"bench-records-{index}", "enable.auto.commit": False, "auto.offset.reset": "earliest",
               "queued.max.messages.kbytes": _prefetch_kb(settings), "log_level": 0}
-    if row.protocol == "classic":
-        config.update({"partition.assignment.strategy": row.strategy,
-                       "heartbeat.interval.ms": settings.heartbeat_ms,
-                       "session.timeout.ms": settings.session_timeout_ms})
-    return config
+    return {**config, **classic_config(row, settings)}
 
 
 class _RecordMember(threading.Thread):
@@ -244,11 +240,7 @@ class _RecordMember(threading.Thread):
             self._committed(exc.args[0], None)
 
     def _assign(self, consumer, partitions) -> None:
-        if self.row.cooperative:
-            consumer.incremental_assign(partitions)
-        else:
-            consumer.assign(partitions)
-        self.ledger.gain(self.index, [p.partition for p in partitions], time.monotonic())
+        take(self.row, self.ledger, self.index, consumer, partitions)
 
     def _revoke(self, consumer, partitions) -> None:
         self.ledger.drop(self.index, [p.partition for p in partitions], time.monotonic())
