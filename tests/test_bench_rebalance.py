@@ -56,3 +56,12 @@ def test_an_unknown_protocol_is_one_line():
     result = CliRunner().invoke(main, ["bench", "rebalance", "--protocols", "cooperative-sticky,eager"])
     assert result.exit_code != 0
     assert "--protocols: unknown eager" in result.output and "Traceback" not in result.output
+
+
+def test_an_option_the_scenario_would_ignore_is_one_line():
+    for args, said in ((["--records", "--join-interval", "2"], "--join-interval is the scale-up's"),
+                       (["--record-cost-ms", "5"], "--record-cost-ms applies only with --records"),
+                       (["--batch", "10"], "--batch applies only with --records")):
+        result = CliRunner().invoke(main, ["bench", "rebalance", *args])
+        assert result.exit_code != 0 and said in result.output and "Traceback" not in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output

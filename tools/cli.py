@@ -595,6 +595,13 @@ def bench_rebalance(as_json: bool, with_records: bool, members: int | None, part
     if unknown or not rows:
         raise click.ClickException(f"--protocols: unknown {', '.join(unknown) or '(none given)'}; "
                                    f"known: {', '.join(rebalance.ROWS)}")
+    chosen = click.get_current_context().get_parameter_source
+    scenario_only = ("join_interval",) if with_records else ("record_cost_ms", "batch", "load")
+    for name in scenario_only:  # an option the scenario would ignore is a mistake, said so
+        if chosen(name) is not click.core.ParameterSource.DEFAULT:
+            flag = "--" + name.replace("_", "-")
+            raise click.ClickException(f"{flag} is the scale-up's, not --records'" if with_records
+                                       else f"{flag} applies only with --records")
     given = {"members": members, "partitions": partitions, "heartbeat_ms": heartbeat_ms,
              "session_timeout_ms": session_timeout_ms, "settle": settle, "timeout": timeout}
     given = {k: v for k, v in given.items() if v is not None}
