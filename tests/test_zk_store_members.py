@@ -7,6 +7,8 @@ member records with it."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import trio
 from kazoo.client import KazooClient
@@ -53,6 +55,24 @@ async def reloaded(store: PartitionStore):
     return loaded
 
 
+@asynccontextmanager
+async def owning(zookeeper) -> AsyncIterator[tuple[int, PartitionStore, KazooClient]]:
+    """A fresh group-partition, a store owning it (its writer running), and a plain kazoo
+    client to look at (and tamper with) ZooKeeper beside it."""
+    zk = ZooKeeperBridge(zookeeper.connect_string, session_timeout=4.0)
+    await zk.start()
+    client = KazooClient(hosts=zookeeper.connect_string)
+    await trio.to_thread.run_sync(client.start, 10)
+    partition = next(_partitions)
+    try:
+        async with trio.open_nursery() as nursery:
+            yield partition, await owner(zk, partition, nursery), client
+            nursery.cancel_scope.cancel()
+    finally:
+        await trio.to_thread.run_sync(client.stop)
+        await zk.stop()
+
+
 async def test_a_members_step_is_one_small_multi_whatever_the_group_size_and_a_new_owner_reads_it_all(zookeeper):
     zk = ZooKeeperBridge(zookeeper.connect_string, session_timeout=4.0)
     await zk.start()
@@ -86,68 +106,46 @@ async def test_a_members_step_is_one_small_multi_whatever_the_group_size_and_a_n
 
 
 async def test_records_too_large_for_one_multi_are_written_in_turn_and_deleted_with_the_group(zookeeper):
-    zk = ZooKeeperBridge(zookeeper.connect_string, session_timeout=4.0)
-    await zk.start()
-    client = KazooClient(hosts=zookeeper.connect_string)
-    await trio.to_thread.run_sync(client.start, 10)
-    partition = next(_partitions)
-    try:
-        async with trio.open_nursery() as nursery:
-            store = await owner(zk, partition, nursery)
-            ids = [f"m{i}" for i in range(400)]
-            big = {m: member(m, pad=2000) for m in ids}  # 800 KB of member records: several multis
-            count = multi_count()
-            await store.write_group("g", header(ids), big)
-            assert multi_count() - count >= 4
-            loaded = await reloaded(store)
-            assert loaded.members["g"] == big and loaded.groups["g"] == header(ids)
-            held = store.ledger.groups["g"]
-            assert held > 800_000  # what they hold counts against the data budget
+    async with owning(zookeeper) as (partition, store, client):
+        ids = [f"m{i}" for i in range(400)]
+        big = {m: member(m, pad=2000) for m in ids}  # 800 KB of member records: several multis
+        count = multi_count()
+        await store.write_group("g", header(ids), big)
+        assert multi_count() - count >= 4
+        loaded = await reloaded(store)
+        assert loaded.members["g"] == big and loaded.groups["g"] == header(ids)
+        held = store.ledger.groups["g"]
+        assert held > 800_000  # what they hold counts against the data budget
 
-            # a classic record takes its place (the group went back to the classic protocol)
-            classic = {"generation": 5, "protocol": "range", "members": []}
-            await store.write_group("g", classic)
-            members_path = layout.members_path(partition, "g")
-            assert await trio.to_thread.run_sync(client.get_children, members_path) == []
-            assert store.ledger.groups["g"] < 2_000
-            loaded = await reloaded(store)
-            assert loaded.groups["g"] == classic and "g" not in loaded.members
+        # a classic record takes its place (the group went back to the classic protocol)
+        classic = {"generation": 5, "protocol": "range", "members": []}
+        await store.write_group("g", classic)
+        members_path = layout.members_path(partition, "g")
+        assert await trio.to_thread.run_sync(client.get_children, members_path) == []
+        assert store.ledger.groups["g"] < 2_000
+        loaded = await reloaded(store)
+        assert loaded.groups["g"] == classic and "g" not in loaded.members
 
-            await store.write_group("g", header(ids[:2]), {m: big[m] for m in ids[:2]})
-            await store.delete_group("g")
-            assert not await trio.to_thread.run_sync(client.exists, layout.group_path(partition, "g"))
-            assert "g" not in store.ledger.groups
-            nursery.cancel_scope.cancel()
-    finally:
-        await trio.to_thread.run_sync(client.stop)
-        await zk.stop()
+        await store.write_group("g", header(ids[:2]), {m: big[m] for m in ids[:2]})
+        await store.delete_group("g")
+        assert not await trio.to_thread.run_sync(client.exists, layout.group_path(partition, "g"))
+        assert "g" not in store.ledger.groups
 
 
 async def test_after_a_write_of_unknown_outcome_the_member_records_are_read_back_first(zookeeper):
-    zk = ZooKeeperBridge(zookeeper.connect_string, session_timeout=4.0)
-    await zk.start()
-    client = KazooClient(hosts=zookeeper.connect_string)
-    await trio.to_thread.run_sync(client.start, 10)
-    partition = next(_partitions)
-    try:
-        async with trio.open_nursery() as nursery:
-            store = await owner(zk, partition, nursery)
-            await store.write_group("g", header(["a", "b"]), {"a": member("a"), "b": member("b")})
-            # as writes that did not answer might leave them: the records gone (their parent left
-            # empty), then a record there that the store never saw confirmed
-            for name in ("a", "b"):
-                await trio.to_thread.run_sync(client.delete, layout.member_path(partition, "g", name))
-            store._members_unsure.add("g")
-            await store.write_group("g", header(["a"], 2), {"a": member("a", 2), "b": None})
-            assert {m: r["epoch"] for m, r in (await reloaded(store)).members["g"].items()} == {"a": 2}
-            await trio.to_thread.run_sync(client.create, layout.member_path(partition, "g", "c"),
-                                          layout.encode(member("c")))
-            store._members_unsure.add("g")
-            await store.write_group("g", header(["a", "c"], 3), {"a": member("a", 3), "c": member("c", 3)})
-            loaded = await reloaded(store)
-            assert {m: r["epoch"] for m, r in loaded.members["g"].items()} == {"a": 3, "c": 3}
-            assert store._members["g"] == {m: len(layout.encode(r)) for m, r in loaded.members["g"].items()}
-            nursery.cancel_scope.cancel()
-    finally:
-        await trio.to_thread.run_sync(client.stop)
-        await zk.stop()
+    async with owning(zookeeper) as (partition, store, client):
+        await store.write_group("g", header(["a", "b"]), {"a": member("a"), "b": member("b")})
+        # as writes that did not answer might leave them: the records gone (their parent left
+        # empty), then a record there that the store never saw confirmed
+        for name in ("a", "b"):
+            await trio.to_thread.run_sync(client.delete, layout.member_path(partition, "g", name))
+        store._members_unsure.add("g")
+        await store.write_group("g", header(["a"], 2), {"a": member("a", 2), "b": None})
+        assert {m: r["epoch"] for m, r in (await reloaded(store)).members["g"].items()} == {"a": 2}
+        await trio.to_thread.run_sync(client.create, layout.member_path(partition, "g", "c"),
+                                      layout.encode(member("c")))
+        store._members_unsure.add("g")
+        await store.write_group("g", header(["a", "c"], 3), {"a": member("a", 3), "c": member("c", 3)})
+        loaded = await reloaded(store)
+        assert {m: r["epoch"] for m, r in loaded.members["g"].items()} == {"a": 3, "c": 3}
+        assert store._members["g"] == {m: len(layout.encode(r)) for m, r in loaded.members["g"].items()}

@@ -58,6 +58,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.request import urlopen
@@ -552,22 +553,30 @@ def _close(members: list[_Member], timeout: float = 60.0) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def run(settings: Settings) -> dict:
-    unknown = [r for r in settings.rows if r not in ROWS]
-    if unknown or not settings.rows:
+def each_row(rows: tuple[str, ...], prefix: str, row: Callable[[str, Path, ZooKeeperServer], dict]) -> list[dict]:
+    """`row(name, work, zookeeper)` of each row in turn, beside one fresh ZooKeeper in a
+    temporary directory (each row starts its own `groupkeeper run` in a chroot of its own)."""
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown or not rows:
         raise RebalanceBenchError(f"unknown rows {unknown}; known: {', '.join(ROWS)}")
-    raise_open_files(4096 + 20 * settings.members)
-    result: dict = {"settings": asdict(settings), "pollers": POLLERS, "poll_gap_ms": POLL_GAP * 1000,
-                    "cpus": len(os.sched_getaffinity(0)), "load_average_before": [round(x, 2) for x in os.getloadavg()],
-                    "rows": []}
-    with tempfile.TemporaryDirectory(prefix="groupkeeper-rebalance-") as tmp:
+    results = []
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
         with ZooKeeperServer(work / "zookeeper", free_port()) as zookeeper:
-            for name in settings.rows:
+            for name in rows:
                 try:
-                    result["rows"].append(_row(name, settings, work, zookeeper))
+                    results.append(row(name, work, zookeeper))
                 except Unreachable as exc:
                     raise RebalanceBenchError(f"{name}: {exc}") from None
+    return results
+
+
+def run(settings: Settings) -> dict:
+    raise_open_files(4096 + 20 * settings.members)
+    result: dict = {"settings": asdict(settings), "pollers": POLLERS, "poll_gap_ms": POLL_GAP * 1000,
+                    "cpus": len(os.sched_getaffinity(0)), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    result["rows"] = each_row(settings.rows, "groupkeeper-rebalance-",
+                              lambda name, work, zookeeper: _row(name, settings, work, zookeeper))
     result["zookeeper"] = zookeeper_summary(result["rows"])
     return result
 

@@ -54,7 +54,6 @@ from __future__ import annotations
 import bisect
 import os
 import subprocess
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -65,12 +64,12 @@ from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from coordinator.store.zkserver import ZooKeeperServer, free_port
 from protocol.schemas import FIND_COORDINATOR, LIST_GROUPS
 
-from ..kafka_admin import NodeConnection, Unreachable
+from ..kafka_admin import NodeConnection
 from .gateway import _node_port, _preexec
 from .process import chroot as make_chroot
 from .process import raise_open_files
 from .rebalance import (ROWS, RebalanceBenchError, Row, _cpu_seconds, _Coordinator, _f, _Ledger, _n, _s,
-                        classic_config, per_heartbeat, since, take)
+                        classic_config, each_row, per_heartbeat, since, take)
 
 TOPIC = "bench-rebalance-records"
 TANSU_NODE = 111  # the embedded broker's one node (Tansu's default)
@@ -551,21 +550,12 @@ def _spread(counts: list[int]) -> dict:
 
 
 def run(settings: RecordSettings) -> dict:
-    unknown = [r for r in settings.rows if r not in ROWS]
-    if unknown or not settings.rows:
-        raise RebalanceBenchError(f"unknown rows {unknown}; known: {', '.join(ROWS)}")
     raise_open_files(4096)
     result: dict = {"scenario": "records", "settings": {**asdict(settings), "produce_rate": settings.produce_rate},
                     "published": PUBLISHED, "cpus": len(os.sched_getaffinity(0)),
-                    "load_average_before": [round(x, 2) for x in os.getloadavg()], "rows": []}
-    with tempfile.TemporaryDirectory(prefix="groupkeeper-rebalance-records-") as tmp:
-        work = Path(tmp)
-        with ZooKeeperServer(work / "zookeeper", free_port()) as zookeeper:
-            for name in settings.rows:
-                try:
-                    result["rows"].append(_row(name, settings, work, zookeeper))
-                except Unreachable as exc:
-                    raise RebalanceBenchError(f"{name}: {exc}") from None
+                    "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    result["rows"] = each_row(settings.rows, "groupkeeper-rebalance-records-",
+                              lambda name, work, zookeeper: _row(name, settings, work, zookeeper))
     return result
 
 
