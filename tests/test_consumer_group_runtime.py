@@ -213,3 +213,32 @@ async def test_a_new_groups_first_epoch_counts_as_classic_first_generation_does(
         assert (await join(g, "m2")).epoch == 2
         assert bumps._value.get() == before + 2
         nursery.cancel_scope.cancel()
+
+
+async def test_a_lingering_write_shares_steps_and_is_not_made_for_a_group_deleted_meanwhile(autojump_clock):
+    store = Store()
+    g = groups(store, store_linger=0.05)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        replies = {}
+
+        async def one(member_id: str, delay: float) -> None:
+            await trio.sleep(delay)
+            replies[member_id] = await join(g, member_id)
+        async with trio.open_nursery() as fleet:
+            for n, delay in enumerate((0.0, 0.01, 0.03)):  # within one linger of the first
+                fleet.start_soon(one, f"m{n}", delay)
+        assert all(r.error == E.NONE for r in replies.values())
+        assert len(store.writes) == 1 and store.writes[0] == ("g", True, 3)  # one write for the three joins
+
+        answered = {}
+
+        async def leave() -> None:
+            answered["m0"] = await beat(g, "m0", -1)
+        nursery.start_soon(leave)
+        await trio.sleep(0.01)  # its removal lingers
+        g.drop("g")  # deleted meanwhile (as DeleteGroups drops it)
+        await trio.sleep(0.2)
+        assert len(store.writes) == 1  # nothing written after the group went
+        assert answered["m0"].error == E.UNKNOWN_MEMBER_ID
+        nursery.cancel_scope.cancel()

@@ -72,6 +72,7 @@ class GroupSet:
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self._stored: dict[str, int] = {}  # consumer group -> the version of it last stored
         self._writes: dict[str, _Write] = {}  # consumer group -> its write under way
+        self._unloaded = False  # the group-partition was handed over
         self._epochs: dict[str, int] = {}  # consumer group -> the group epoch last counted
         self.lease = lease  # returns once this instance may act as owner (no expiries while it may not)
         self.events = events
@@ -414,6 +415,11 @@ class GroupSet:
                 if linger:  # the changes of the next moments share the write
                     await trio.sleep(linger)
                 write.version = group.version
+                if self.consumer_groups.get(group.group_id) is not group and not self._unloaded:
+                    # deleted, or back to classic, while it lingered: its record is another's now,
+                    # and its members are not this group's (they join again)
+                    write.error = E.UNKNOWN_MEMBER_ID
+                    return write.error
                 header, members = consumer_changes(group)  # only what changed is written
                 await self.persist(group.group_id, header, members=members)
                 self._stored[group.group_id] = max(write.version, self._stored.get(group.group_id, -1))
@@ -715,6 +721,7 @@ class GroupSet:
         """The group-partition is handed over: every group is Dead here, and requests waiting
         for a generation are answered NOT_COORDINATOR (their clients find the new owner)."""
         now = trio.current_time()
+        self._unloaded = True  # writes still under way fail at the store (NOT_COORDINATOR): members go on elsewhere
         self.consumer_groups.clear()
         for group in list(self.groups.values()):
             if group.state != GroupState.DEAD:
