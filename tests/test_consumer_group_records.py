@@ -12,10 +12,15 @@ from hypothesis import strategies as st
 from coordinator.assignors import CONSUMER_GROUP_ASSIGNORS
 from coordinator.groups.consumer_group import ConsumerGroup, ConsumerGroupConfig
 from coordinator.groups.snapshot import (assemble_consumer, consumer_changes, consumer_header, consumer_member,
-                                         consumer_snapshot, restore_consumer)
+                                         restore_consumer)
 from protocol import ErrorCode as E
 
 CONFIG = ConsumerGroupConfig(session_timeout=10.0)
+
+
+def consumer_snapshot(g: ConsumerGroup) -> dict:
+    """The whole group as one record, as a new owner assembles it from every record stored."""
+    return assemble_consumer(consumer_header(g), {m.member_id: consumer_member(m) for m in g.members.values()})
 
 
 def group(partitions: int = 6) -> ConsumerGroup:

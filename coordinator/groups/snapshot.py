@@ -113,11 +113,6 @@ def consumer_changes(group: ConsumerGroup) -> tuple[dict[str, Any] | None, dict[
     return (consumer_header(group) if header else None), members
 
 
-def consumer_snapshot(group: ConsumerGroup) -> dict[str, Any]:
-    """The whole group as one record, as `assemble_consumer` gives it back from the stored ones."""
-    return assemble_consumer(consumer_header(group), {m.member_id: consumer_member(m) for m in group.members.values()})
-
-
 def assemble_consumer(header: dict[str, Any], members: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """A consumer group's record with its members' records in it (each with its target), as
     `restore_consumer` takes it; a version 1 record holds them already. Members the record

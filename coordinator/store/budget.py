@@ -149,11 +149,7 @@ class Budget:
             self._warned = False
 
     def charge(self, client: str, delta: int) -> None:
-        held = self.clients.get(client, 0) + delta
-        if held > 0:
-            self.clients[client] = held
-        else:
-            self.clients.pop(client, None)
+        _count(self.clients, client, delta)
 
     def refuses(self, client: str | None, growth: int) -> str | None:
         """Which limit a commit making the data `growth` bytes larger would go past: `total`
@@ -249,20 +245,12 @@ class Ledger:
             self.budget.add(delta)
 
     def _charge(self, client: str, delta: int) -> None:
-        held = self.clients.get(client, 0) + delta
-        if held > 0:
-            self.clients[client] = held
-        else:
-            self.clients.pop(client, None)
+        _count(self.clients, client, delta)
         if self._joined:
             self.budget.charge(client, delta)
 
     def grew(self, group: str, delta: int) -> None:
-        held = self.groups.get(group, 0) + delta
-        if held > 0:
-            self.groups[group] = held
-        else:
-            self.groups.pop(group, None)
+        _count(self.groups, group, delta)
         self._held(delta)
         if delta < 0:
             self._clamp(group)
@@ -305,6 +293,15 @@ class Ledger:
         cost = record_cost(len(layout.group_path(self.partition, group)), data_length, chunks)
         self.grew(group, cost - self.records.get(group, 0))
         self.records[group] = cost
+
+    def members_cost(self, group: str, sizes: dict[str, int]) -> int:
+        """What a consumer group's member records of these data sizes hold (by member), their
+        parent included."""
+        if not sizes:
+            return 0
+        parent = len(layout.members_path(self.partition, group))
+        return node_cost(parent, 0) + sum(node_cost(parent + 1 + len(layout.escape(m)), size)
+                                          for m, size in sizes.items())
 
     def members_record(self, group: str, cost: int) -> None:
         """A consumer group's member records as written (or loaded): what they cost in all."""
@@ -424,6 +421,15 @@ class Ledger:
         charges = self.charges.setdefault(group, {})
         charges[client] = charges.get(client, 0) + growth
         self._clamp(group)
+
+
+def _count(counts: dict[str, int], key: str, delta: int) -> None:
+    """Add `delta` to `counts[key]`, the key gone once nothing is left."""
+    held = counts.get(key, 0) + delta
+    if held > 0:
+        counts[key] = held
+    else:
+        counts.pop(key, None)
 
 
 def refusal(group: str, budget: Budget, partitions: int) -> OverBudget:

@@ -46,7 +46,7 @@ from kazoo.protocol.serialization import SetData
 from .. import logs
 from . import layout
 from .bridge import ZooKeeperBridge
-from .budget import Ledger, node_cost, refusal
+from .budget import Ledger, refusal
 from .multiread import CHILDREN, GET
 from .errors import CommitTooLarge, NotOwner, RolledBack, StoreError, StoreUnavailable
 from .fence import Fence, check, fenced_commit
@@ -203,7 +203,7 @@ class PartitionStore:
             self._members.setdefault(group, {})[member] = len(data)
             members.setdefault(group, {})[member] = layout.decode(data)
         for group, sizes in self._members.items():
-            self.ledger.members_record(group, self._members_cost(group, sizes))
+            self.ledger.members_record(group, self.ledger.members_cost(group, sizes))
         for (group, topic, shard, path), read in zip(shards, answers):
             if _absent(read):
                 continue
@@ -291,7 +291,7 @@ class PartitionStore:
         for member, record in members.items():
             if record is None:
                 after.pop(member, None)
-        members_cost = self._members_cost(group, after)
+        members_cost = self.ledger.members_cost(group, after)
         chunks = inline = None
         if data is not None:
             inline = len(data) + 2 * len(path) <= layout.RECORD_CHUNK_BYTES
@@ -317,17 +317,9 @@ class PartitionStore:
             raise
         finally:
             if members:
-                self.ledger.members_record(group, self._members_cost(group, self._members.get(group, {})))
+                self.ledger.members_record(group, self.ledger.members_cost(group, self._members.get(group, {})))
         if data is not None:
             self.ledger.record(group, len(data), chunks)
-
-    def _members_cost(self, group: str, sizes: dict[str, int]) -> int:
-        """What a consumer group's member records hold in ZooKeeper, their parent included."""
-        if not sizes:
-            return 0
-        parent = layout.members_path(self.partition, group)
-        return node_cost(len(parent), 0) + sum(node_cost(len(parent) + 1 + len(layout.escape(m)), size)
-                                               for m, size in sizes.items())
 
     def _op_cost(self, path: str, data: bytes | None = None) -> int:
         return len(path) + self._chroot + layout.OP_OVERHEAD + (len(data) if data else 0)

@@ -148,6 +148,18 @@ class Peer:
         return cls(host, int(quorum), int(election))
 
 
+def terminate(process: subprocess.Popen | None, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` (nothing if not running)."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class ZooKeeperServer:
     """One server, standalone or, with `peers` (server ids 1, 2, ... in order) and its own
     `server_id`, a node of an ensemble. `start()` returns once it serves: a standalone
@@ -336,12 +348,7 @@ class ZooKeeperServer:
         if proc is None or proc.poll() is not None:
             return
         try:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            terminate(proc, timeout)
         finally:
             self._forget(proc.pid)
 

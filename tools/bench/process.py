@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import resource
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from kazoo.client import KazooClient
+
+from coordinator.store.zkserver import terminate
 
 
 class NotStarted(Exception):
@@ -37,16 +38,7 @@ class RunProcess:
         stop(self.process, timeout)
 
 
-def stop(process: subprocess.Popen | None, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within `timeout` (nothing if not running)."""
-    if process is None or process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+stop = terminate  # SIGTERM, then SIGKILL after the timeout (the runtime's, for its embedded ZooKeeper)
 
 
 def raise_open_files(wanted: int) -> None:
