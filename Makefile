@@ -6,9 +6,13 @@ STAMP := $(VENV)/.installed
 CONFIG ?= config/groupkeeper.toml
 PYTEST_ARGS ?=
 
-.PHONY: install system-packages run test bench clean
+KAFKA_LIBS := var/kafka/libs
+KAFKA_STAMP := $(KAFKA_LIBS)/.installed
+KAFKA ?=
 
-install: $(STAMP) system-packages
+.PHONY: install system-packages kafka run test conformance bench clean
+
+install: $(STAMP) system-packages kafka
 
 # Re-runs only when the project's dependencies change.
 $(STAMP): pyproject.toml
@@ -20,16 +24,40 @@ $(STAMP): pyproject.toml
 system-packages:
 	@deploy/ensure-system-packages.sh
 
+# Apache Kafka 4.4's jars (the broker, its tools, Streams, the Java client) from Maven
+# Central, copied once into $(KAFKA_LIBS); the tests and `make run KAFKA=1` run offline.
+kafka: $(KAFKA_STAMP)
+
+$(KAFKA_STAMP): deploy/kafka/pom.xml | system-packages
+	rm -rf $(KAFKA_LIBS)
+	mvn -q -B -f deploy/kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
+	touch $(KAFKA_STAMP)
+
 # The real thing on one machine: a broker (Tansu, in memory) behind groupkeeper as its gateway,
 # with an embedded ZooKeeper: clients bootstrap from 127.0.0.1:9092 as from a local Kafka.
+# `make run KAFKA=1`: a one-node Apache Kafka 4.4 (KRaft, on 127.0.0.1:19092) instead of Tansu.
 run: install
+ifeq ($(KAFKA),)
 	$(VENV)/bin/groupkeeper run --config $(CONFIG) --listeners PLAINTEXT://127.0.0.1:9092 \
 		--embedded-broker 127.0.0.1:19092
+else
+	$(PY) deploy/kafka/kraft.py run --nodes 1 --port 19092 -- \
+		$(VENV)/bin/groupkeeper run --config $(CONFIG) --listeners PLAINTEXT://127.0.0.1:9092 \
+		--gateway 127.0.0.1:19092
+endif
 
 # pytest's "no tests collected" (exit 5) is a failure here, not a success.
 test: install
 	@$(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$status
+
+# The client x broker matrix (tests/conformance): every client and protocol through the
+# gateway in front of Kafka 4.4 and Tansu; writes docs/conformance.md from the results.
+conformance: install
+	@GROUPKEEPER_CONFORMANCE=1 $(PY) -m pytest tests/conformance $(PYTEST_ARGS); status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make conformance: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
 
 bench: install

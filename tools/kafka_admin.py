@@ -524,7 +524,7 @@ def _found_offset(partition: Any, timestamp: int) -> int:
     so with offset -1 and timestamp -1; Tansu 0.6 answers offset 0 and timestamp -1, which
     read as it stands would reset a group to the log's first record. A record found carries
     its timestamp in Kafka's answers (v1 and later), so offset 0 without one is read as
-    none. (Only offset 0: tests/standin_broker.py gives found offsets without timestamps.)"""
+    none. (Only offset 0: tests/support/standin_broker.py gives found offsets without timestamps.)"""
     if timestamp >= 0 and partition.timestamp == -1 and partition.offset == 0:
         return -1
     return partition.offset

@@ -48,7 +48,7 @@ _HANG_UP = select.EPOLLHUP | select.EPOLLERR
 # of megabytes has come and gone, the next ones are carved from the heap and stay there when
 # freed: a client that pipelined OffsetFetch answers of 4.8 MB against a 1 MiB
 # max_queued_reply_bytes and closed left the coordinator 12-17 MB larger than before it came;
-# with malloc_trim, 10 MB smaller (tests/test_e2e_unread_answers.py). A trim of a heap of
+# with malloc_trim, 10 MB smaller (tests/zookeeper/test_e2e_unread_answers.py). A trim of a heap of
 # hundreds of MB takes 1-5 ms, so not for every connection that goes.
 TRIM_AFTER = 4 << 20
 

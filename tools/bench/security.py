@@ -85,7 +85,7 @@ class SecurityBenchError(Exception):
 
 def _certificates(directory: Path) -> tuple[str, str, str]:
     """(CA, certificate, key) PEM paths: a CA made for the run, and the certificate it signed
-    for 127.0.0.1, EC P-256 (as tests/certs.py makes them)."""
+    for 127.0.0.1, EC P-256 (as tests/support/certs.py makes them)."""
     now = datetime.datetime.now(datetime.timezone.utc)
 
     def builder(subject: x509.Name, issuer: x509.Name, public_key) -> x509.CertificateBuilder:

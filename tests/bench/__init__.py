@@ -1,0 +1,1 @@
+"""The benchmarks (`groupkeeper bench ...`), run small for correctness: no figure is asserted."""
