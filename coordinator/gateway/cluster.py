@@ -169,7 +169,8 @@ class GatewayClusterApi(ClusterApi):
 
     def advertised(self, brokers: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """The brokers' APIs in their versions, but: ours in ours, those whose answers we
-        rewrite in the versions we can read, none of those refused; with ACLs, of what is relayed only what is authorized, in the versions
+        rewrite and the share groups' routed by group (decoded to route them) in the
+        versions we can read, none of those refused; with ACLs, of what is relayed only what is authorized, in the versions
         authorized. Before the brokers are known: what we serve."""
         advertised = {}
         for key, theirs in brokers.items():
@@ -177,7 +178,7 @@ class GatewayClusterApi(ClusterApi):
                 continue
             if self.authorization is not None and key not in SUPPORTED and key not in AUTHORIZED:
                 continue
-            if key in REWRITTEN_HERE:
+            if key in REWRITTEN_HERE or key in SHARE_BY_GROUP:  # read here: in versions both read
                 if (both := within(theirs, key)) is not None:
                     advertised[key] = both
             elif key not in SUPPORTED:

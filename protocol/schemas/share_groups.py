@@ -116,7 +116,7 @@ SHARE_FETCH = api(78, "ShareFetch", "0-2", "0+", request=[
             F("acknowledge_error_code", INT16),
             F("acknowledge_error_message", STRING, nullable="0+", default=NULL),
             F("current_leader", _LEADER),
-            F("records", BYTES, nullable="0+"),
+            F("records", BYTES, nullable="0"),  # null in the early access only
             F("acquired_records", Array(S("ShareAcquiredRecords",
                 F("first_offset", INT64),
                 F("last_offset", INT64),
@@ -158,7 +158,7 @@ SHARE_ACKNOWLEDGE = api(79, "ShareAcknowledge", "0-2", "0+", request=[
 
 _GROUP_ERROR = (F("error_code", INT16), F("error_message", STRING, nullable="0+", default=NULL))
 
-DESCRIBE_SHARE_GROUP_OFFSETS = api(90, "DescribeShareGroupOffsets", "0", "0+", request=[
+DESCRIBE_SHARE_GROUP_OFFSETS = api(90, "DescribeShareGroupOffsets", "0-1", "0+", request=[
     F("groups", Array(S("DescribeShareGroupOffsetsGroup",
         F("group_id", STRING),
         F("topics", Array(S("DescribeShareGroupOffsetsTopic",
@@ -177,6 +177,7 @@ DESCRIBE_SHARE_GROUP_OFFSETS = api(90, "DescribeShareGroupOffsets", "0", "0+", r
                 F("partition_index", INT32),
                 F("start_offset", INT64),
                 F("leader_epoch", INT32),
+                F("lag", INT64, "1+", default=-1),  # KIP-1226 (Kafka 4.3): v1
                 *_GROUP_ERROR,
             ))),
         ))),

@@ -461,7 +461,7 @@ def test_share_groups_are_relayed_to_the_broker_that_coordinates_them(zookeeper,
             m.ShareFetchableTopicResponse(topic_id=topic_id, partitions=[
                 m.ShareFetchPartitionData(partition_index=0, records=b"\x00" * 70,
                                           current_leader=m.ShareLeaderIdAndEpoch(leader_id=1, leader_epoch=3)),
-                m.ShareFetchPartitionData(partition_index=1, error_code=6, records=None,
+                m.ShareFetchPartitionData(partition_index=1, error_code=6, records=b"",
                                           current_leader=m.ShareLeaderIdAndEpoch(leader_id=2, leader_epoch=4))])],
             node_endpoints=[m.NodeEndpoint(node_id=2, host="kafka-2.internal", port=9092, rack=None)]))
 
