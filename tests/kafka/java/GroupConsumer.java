@@ -8,7 +8,7 @@
 // group.protocol, group.instance.id, ...). It polls until it has read N records, or the
 // stop file exists, or S seconds have passed; commits what it read (--commit, synchronous)
 // and closes. On stdout, one JSON object a line: {"assigned": [...]} at every change of its
-// assignment, then {"read": N, "values": [...], "committed": {"t-0": 12, ...},
+// assignment, {"count": N} at most twice a second while what it has read grows, then {"read": N, "values": [...], "committed": {"t-0": 12, ...},
 // "member": "...", "generation": G}.
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -81,13 +81,25 @@ public class GroupConsumer {
                     onPartitionsRevoked(partitions);
                 }
             };
-            if (pattern != null) consumer.subscribe(Pattern.compile(pattern), listener);
+            // the consumer protocol's regular expression is the coordinator's to resolve (KIP-848,
+            // RE2); a java.util.regex.Pattern is matched here, against the client's metadata
+            if (pattern != null && "consumer".equalsIgnoreCase(config.getProperty("group.protocol", "classic")))
+                consumer.subscribe(new SubscriptionPattern(pattern), listener);
+            else if (pattern != null) consumer.subscribe(Pattern.compile(pattern), listener);
             else consumer.subscribe(topics, listener);
             long deadline = System.nanoTime() + seconds * 1_000_000_000L;
+            long reportedAt = 0;
+            int reported = 0;
             while (values.size() < records && System.nanoTime() < deadline
                     && (stopFile == null || !Files.exists(Path.of(stopFile)))) {
                 for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(200))) {
                     values.add(record.value());
+                }
+                if (values.size() != reported && System.nanoTime() - reportedAt > 500_000_000L) {
+                    reported = values.size();
+                    reportedAt = System.nanoTime();
+                    System.out.println("{\"count\": " + reported + "}");
+                    System.out.flush();
                 }
             }
             StringBuilder committed = new StringBuilder("{");

@@ -1,0 +1,167 @@
+"""The conformance matrix: every client and protocol (tests/support/members.py's CLIENTS),
+in every scenario, through a gateway in front of each broker (conftest.py's fronts).
+conftest.py writes docs/conformance.md from the outcomes."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from kafka import KafkaProducer
+
+from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
+from protocol.schemas import FIND_COORDINATOR
+from tests.support.clients import RawConnection, committed
+from tests.support.members import CLIENTS, Member
+
+BROKERS = ["Kafka 4.4", "Tansu"]
+SCENARIOS = ["reads, commits", "two share, one leaves", "static return", "regex"]
+SCENARIO_TEXT = {
+    "reads, commits": "one member reads every record of a 3-partition topic and commits; the commits read "
+                      "back through the gateway equal the log's ends",
+    "two share, one leaves": "two members of the client split 4 partitions and read; one leaves and the other "
+                             "takes every partition and reads what follows; every record read, the commits "
+                             "equal the log's ends",
+    "static return": "a static member (group.instance.id) reads half, closes and comes back with its id within "
+                     "the session: it holds the same partitions, reads on from its commits (nothing twice), "
+                     "and the group does not rebalance",
+    "regex": "the member subscribes by regular expression and is assigned the matching topics only; on the "
+             "consumer protocol (KIP-848, resolved by groupkeeper) also a matching topic made after it joined",
+}
+CLIENT_NAMES = list(CLIENTS)
+
+# Cells known not to pass, with the reason (strict: a cell that passes fails the run, so
+# this list stays true).
+KNOWN = {}
+
+
+def slug(*parts: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-")
+
+
+def produce(bootstrap: str, topic: str, count: int, prefix: str, partitions: int) -> list[str]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    values = [f"{prefix}-{i}" for i in range(count)]
+    try:
+        for future in [producer.send(topic, v.encode(), partition=i % partitions) for i, v in enumerate(values)]:
+            future.get(timeout=60)
+    finally:
+        producer.close()
+    return values
+
+
+def held_by_groupkeeper(front, group: str) -> None:
+    connection = RawConnection(front.gateway.port)
+    try:
+        found = connection.call(FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+    finally:
+        connection.close()
+    assert found.error_code == 0 and found.node_id >= INSTANCE_NODE_BASE
+    assert group not in front.broker_groups()
+
+
+def rebalances(front, group: str) -> int:
+    """Generations and group epochs groupkeeper has logged for `group` so far."""
+    return sum(1 for line in front.gateway.log_path.read_text().splitlines()
+               if line.startswith("{") and f'"{group}"' in line
+               and json.loads(line).get("event") in ("rebalance completed", "group epoch bumped")
+               and json.loads(line).get("group") == group)
+
+
+def reads_and_commits(front, client, name, tmp_path):
+    front.create_topic(name, 3)
+    values = produce(front.gateway.bootstrap, name, 300, name, 3)
+    member = Member(client, front.gateway.bootstrap, name, tmp_path, topics=(name,), records=len(values))
+    try:
+        result = member.finish(120)
+    finally:
+        member.kill()
+    assert sorted(result["values"]) == sorted(values)
+    assert sum(result["committed"].values()) == len(values)
+    assert sum(committed([front.gateway.port], name).values()) == len(values)
+
+
+def two_share_one_leaves(front, client, name, tmp_path):
+    front.create_topic(name, 4)
+    first, second = (Member(client, front.gateway.bootstrap, name, tmp_path, topics=(name,), instance_id="",
+                            session_timeout_ms=10_000) for _ in range(2))
+    try:
+        first.wait_for(lambda m: len(m.assigned) == 2 and len(second.assigned) == 2, what="two partitions each")
+        values = produce(front.gateway.bootstrap, name, 200, name, 4)
+        first.wait_for(lambda m: m.count + second.count >= len(values), what="the two reading every record")
+        gone = first.stop()
+        second.wait_for(lambda m: len(m.assigned) == 4, what="every partition, once the other left")
+        more = produce(front.gateway.bootstrap, name, 100, f"{name}-more", 4)
+        second.wait_for(lambda m: m.count >= 100 + 100, what="what followed")
+        stays = second.stop()
+    finally:
+        first.kill()
+        second.kill()
+    assert set(gone["values"]) | set(stays["values"]) == set(values) | set(more)
+    assert sum(committed([front.gateway.port], name).values()) == len(values) + len(more)
+
+
+def static_return(front, client, name, tmp_path):
+    front.create_topic(name, 2)
+    half = produce(front.gateway.bootstrap, name, 100, f"{name}-a", 2)
+    first = Member(client, front.gateway.bootstrap, name, tmp_path, topics=(name,), instance_id="one",
+                   session_timeout_ms=30_000, records=len(half))
+    try:
+        before = first.finish(120)
+        assigned = first.assignments[-2] if first.assignments[-1] == [] else first.assignments[-1]
+    finally:
+        first.kill()
+    assert sorted(before["values"]) == sorted(half)
+    generations = rebalances(front, name)
+    rest = produce(front.gateway.bootstrap, name, 100, f"{name}-b", 2)
+    again = Member(client, front.gateway.bootstrap, name, tmp_path, topics=(name,), instance_id="one",
+                   session_timeout_ms=30_000, records=len(rest))
+    try:
+        after = again.finish(120)
+    finally:
+        again.kill()
+    assert sorted(after["values"]) == sorted(rest)  # from its commits: nothing read twice
+    assert again.assignments[0] == assigned
+    assert rebalances(front, name) == generations, "the static member's return rebalanced the group"
+
+
+def regex(front, client, name, tmp_path):
+    for topic in (f"{name}-rx-a", f"{name}-rx-b", f"{name}-other"):
+        front.create_topic(topic, 2)
+    member = Member(client, front.gateway.bootstrap, name, tmp_path, pattern=f"{name}-rx-.*")
+    try:
+        wanted = {f"{name}-rx-{t}-{p}" for t in "ab" for p in (0, 1)}
+        member.wait_for(lambda m: m.assigned == wanted, what="the matching topics")
+        topics = [f"{name}-rx-a", f"{name}-rx-b", f"{name}-other"]
+        if client.protocol == "consumer":
+            front.create_topic(f"{name}-rx-c", 2)
+            member.wait_for(lambda m: m.assigned == wanted | {f"{name}-rx-c-0", f"{name}-rx-c-1"},
+                            what="the matching topic made later")
+            topics.append(f"{name}-rx-c")
+        values = [v for t in topics for v in produce(front.gateway.bootstrap, t, 10, t, 2)]
+        expected = [v for v in values if "-rx-" in v]
+        member.wait_for(lambda m: m.count >= len(expected), what="every matching record")
+        result = member.stop()
+    finally:
+        member.kill()
+    assert sorted(result["values"]) == sorted(expected)
+
+
+RUN = {"reads, commits": reads_and_commits, "two share, one leaves": two_share_one_leaves,
+       "static return": static_return, "regex": regex}
+
+
+def cells():
+    for broker in BROKERS:
+        for scenario in SCENARIOS:
+            for client in CLIENT_NAMES:
+                marks = [pytest.mark.xfail(reason=KNOWN[key], strict=True)] if (key := (client, scenario, broker)) in KNOWN else []
+                yield pytest.param(broker, scenario, client, marks=marks, id=slug(broker, scenario, client))
+
+
+@pytest.mark.parametrize("front, scenario, client", list(cells()), indirect=["front"])
+def test_cell(front, scenario, client, tmp_path):
+    name = slug(scenario, client, front.name)[:60]
+    RUN[scenario](front, CLIENTS[client], name, tmp_path)
+    held_by_groupkeeper(front, name)

@@ -1,0 +1,169 @@
+"""A group member of an unmodified Python client (kafka-python, or confluent-kafka's
+librdkafka) run as a process of its own, with the contract of tests/kafka/java/GroupConsumer.java,
+so that every client of the conformance tests is driven alike (tests/support/members.py):
+
+    python -m tests.support.pymember --client librdkafka --bootstrap H:P --group G
+        [--protocol classic|consumer] [--topics a,b | --pattern REGEX] [--records N]
+        [--seconds S] [--stop-file PATH] [--commit] [--instance-id ID] [--strategy NAME]
+        [--session-timeout-ms MS]
+
+On stdout, one JSON object a line: {"assigned": [...]} at every change of its assignment,
+{"count": N} at most twice a second while what it has read grows, then {"read": N, "values": [...], "committed": {"t-0": 12, ...}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+
+def say(**fields) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def names(partitions) -> list[str]:
+    return sorted(f"{p.topic}-{p.partition}" for p in partitions)
+
+
+def librdkafka(options) -> None:
+    from confluent_kafka import Consumer, KafkaError, KafkaException
+
+    config = {"bootstrap.servers": options.bootstrap, "group.id": options.group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "group.protocol": options.protocol, "log_level": 3}
+    if options.instance_id:
+        config["group.instance.id"] = options.instance_id
+    if options.protocol == "classic":
+        config["session.timeout.ms"] = options.session_timeout_ms
+        config["heartbeat.interval.ms"] = min(1000, options.session_timeout_ms // 3)
+        if options.strategy:
+            config["partition.assignment.strategy"] = options.strategy
+    consumer = Consumer(config)
+    held: set[str] = set()
+
+    # confluent-kafka (un)assigns by itself after these callbacks, eagerly or incrementally
+    # as the protocol says
+    def assigned(c, partitions):
+        held.update(names(partitions))
+        say(assigned=sorted(held))
+
+    def revoked(c, partitions):
+        held.difference_update(names(partitions))
+        say(assigned=sorted(held))
+
+    topics = [f"^{options.pattern}"] if options.pattern else options.topics.split(",")
+    consumer.subscribe(topics, on_assign=assigned, on_revoke=revoked, on_lost=revoked)
+    values = []
+    progress = Progress()
+    deadline = time.monotonic() + options.seconds
+    while len(values) < options.records and time.monotonic() < deadline and not stopped(options):
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            values.append(message.value().decode())
+        progress(len(values))
+    committed = {}
+    if options.commit and consumer.assignment():
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError._NO_OFFSET:  # nothing read since the last commit
+                raise
+        committed = {f"{p.topic}-{p.partition}": p.offset
+                     for p in consumer.committed(consumer.assignment(), timeout=30) if p.offset >= 0}
+    say(read=len(values), values=values, committed=committed)
+    consumer.close()
+
+
+def kafka_python(options) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+    config = {"bootstrap_servers": options.bootstrap, "group_id": options.group, "auto_offset_reset": "earliest",
+              "enable_auto_commit": False, "session_timeout_ms": options.session_timeout_ms,
+              "heartbeat_interval_ms": min(1000, options.session_timeout_ms // 3)}
+    if options.instance_id:
+        config["group_instance_id"] = options.instance_id
+    if options.strategy:
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+        from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+        config["partition_assignment_strategy"] = [{"range": RangePartitionAssignor,
+                                                    "roundrobin": RoundRobinPartitionAssignor,
+                                                    "sticky": StickyPartitionAssignor}[options.strategy]]
+    consumer = KafkaConsumer(**config)
+    held: set[str] = set()
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            held.difference_update(names(revoked))
+            say(assigned=sorted(held))
+
+        def on_partitions_assigned(self, assigned):
+            held.update(names(assigned))
+            say(assigned=sorted(held))
+
+    if options.pattern:
+        consumer.subscribe(pattern=options.pattern, listener=Listener())
+    else:
+        consumer.subscribe(options.topics.split(","), listener=Listener())
+    values = []
+    progress = Progress()
+    deadline = time.monotonic() + options.seconds
+    while len(values) < options.records and time.monotonic() < deadline and not stopped(options):
+        for records in consumer.poll(200).values():
+            values += [r.value.decode() for r in records]
+        progress(len(values))
+    committed = {}
+    if options.commit and consumer.assignment():
+        consumer.commit()
+        for partition in consumer.assignment():
+            offset = consumer.committed(partition)
+            if offset is not None:
+                committed[f"{partition.topic}-{partition.partition}"] = offset
+    say(read=len(values), values=values, committed=committed)
+    consumer.close()
+
+
+class Progress:
+    """Says how many records were read, at most twice a second, when that changed."""
+
+    def __init__(self):
+        self.said, self.at = 0, 0.0
+
+    def __call__(self, count: int) -> None:
+        if count != self.said and time.monotonic() - self.at > 0.5:
+            self.said, self.at = count, time.monotonic()
+            say(count=count)
+
+
+def stopped(options) -> bool:
+    return bool(options.stop_file) and os.path.exists(options.stop_file)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="pymember")
+    parser.add_argument("--client", choices=("kafka-python", "librdkafka"), required=True)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--protocol", choices=("classic", "consumer"), default="classic")
+    parser.add_argument("--topics", default="")
+    parser.add_argument("--pattern", default="")
+    parser.add_argument("--records", type=int, default=sys.maxsize)
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--stop-file", default="")
+    parser.add_argument("--commit", action="store_true")
+    parser.add_argument("--instance-id", default="")
+    parser.add_argument("--strategy", default="")
+    parser.add_argument("--session-timeout-ms", type=int, default=10_000)
+    options = parser.parse_args(argv)
+    if options.client == "kafka-python" and options.protocol != "classic":
+        parser.error("kafka-python speaks the classic protocol only")
+    if options.pattern:
+        re.compile(options.pattern)
+    (librdkafka if options.client == "librdkafka" else kafka_python)(options)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
