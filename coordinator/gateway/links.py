@@ -12,7 +12,10 @@ Bounded both ways: while the link holds more than `max_queued_reply_bytes` that 
 has not taken, the client connection is not read (`busy`); while the client has more than
 that of answers it has not taken, the broker is not read (`drained` reads it again). A
 broker that cannot be reached or closes the link closes the client connection too, so that
-the client looks the cluster up again.
+the client looks the cluster up again; but not a link of a listener's own port that ends
+with nothing asked of it (no request waiting, nothing unsent, its extras likewise): that
+client's connection is groupkeeper's (its bootstrap, its group coordinator), not the
+broker's, so it stays open and its next relayed request goes to another broker.
 
 Secured (`gateway_security_protocol`, `BrokerSecurity`): once connected, the link does TLS
 (`TLSSocket`'s client side, driven by the poll loop) and SASL (`security.upstream.Login`:
@@ -414,7 +417,14 @@ class BrokerLink:
             return self._refused("authentication", f"{reason} during SASL")
         if self.security.tls is not None and not self.heard:
             return self._refused("tls", f"{reason} before its first answer")
-        self.close(reason)
+        # a listener's own port: its client did not come for this broker, which owes it nothing
+        self.close(reason, client=self.node is not None or not self.idle)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing asked of it: no answer owed or under way, nothing unsent (its extras' too)."""
+        return (not self.waiting and self.streaming is None and self.gathering is None and not self.head
+                and not self.out and not self.queued and all(x.idle for x in self.extras))
 
     def _refused(self, kind: str, reason: str) -> None:
         """TLS or SASL with the broker failed (`kind`): fail closed, the client's connection too."""
@@ -423,7 +433,8 @@ class BrokerLink:
         self.security.refused(self, kind, reason)
         self.close(f"{_FAILED[kind]}: {reason}")
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, client: bool = True) -> None:
+        """Close the link, its extras and (unless `client` is False) its client's connection."""
         if self.closed:
             return
         self.closed = True
@@ -435,9 +446,11 @@ class BrokerLink:
         self.queued = Outbox()
         self.gateway.closed(self, reason)
         for extra in self.extras:
-            extra.close(reason if extra.connection.closed else "its client's connection closed")
+            extra.close(reason if extra.connection.closed else
+                        "its client's connection closed" if client else "its upstream link ended", client)
         self.extras = []
-        self.connection.close(f"broker link: {reason}")
+        if client:
+            self.connection.close(f"broker link: {reason}")
 
 
 class _Answer:

@@ -288,8 +288,9 @@ class Gateway:
         """A new link for `connection`: to the broker its port stands for, or to `node`."""
         if node is ...:
             node = connection.client.node
-        if node is None:  # a listener's own port: any broker, in turn
+        if node is None:  # a listener's own port: any broker, in turn, those in an outage last
             known = sorted(n for n in self.open if n in self.addresses)
+            known = [n for n in known if self.addresses[n] not in self._failing] or known
             candidates = ([self.addresses[known[next(self._any) % len(known)]]] if known else []) + [
                 a for a in self.topics.bootstrap if a in self._resolved]
             if not candidates:
