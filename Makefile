@@ -12,7 +12,7 @@ KAFKA ?=
 
 .PHONY: install system-packages kafka run test conformance bench clean
 
-install: $(STAMP) system-packages kafka
+install: $(STAMP) system-packages kafka go-clients
 
 # Re-runs only when the project's dependencies change.
 $(STAMP): pyproject.toml
@@ -33,6 +33,24 @@ $(KAFKA_STAMP): deploy/kafka/pom.xml | system-packages
 	mvn -q -B -f deploy/kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
 		-DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
 	touch $(KAFKA_STAMP)
+
+# The Go clients' program of the tests (tests/kafka/go: franz-go and IBM sarama), built once
+# into $(GO_DIR)/bin/goclients with its modules and build cache under $(GO_DIR): the tests
+# fetch nothing. They need Go 1.26; the machine's Go is used, or, where there is none, Debian's
+# golang-go (ensure-system-packages.sh), which on bookworm is 1.19 (bookworm-backports is not
+# configured on a fresh machine), too old for them and for Go's own toolchain switching (1.21+):
+# deploy/go-clients.sh then has it download Go $(GO_TOOLCHAIN) from the Go module proxy as the
+# module golang.org/toolchain, checksummed like any module, the one registry that serves it.
+GO_DIR := var/go
+GO_STAMP := $(GO_DIR)/.installed
+GO_TOOLCHAIN ?= go1.26.8
+
+.PHONY: go-clients
+go-clients: $(GO_STAMP)
+
+$(GO_STAMP): deploy/go-clients.sh tests/kafka/go/go.mod tests/kafka/go/go.sum $(wildcard tests/kafka/go/*.go) | system-packages
+	GO_TOOLCHAIN=$(GO_TOOLCHAIN) deploy/go-clients.sh
+	touch $(GO_STAMP)
 
 # The real thing on one machine: a broker (Tansu, in memory) behind groupkeeper as its gateway,
 # with an embedded ZooKeeper: clients bootstrap from 127.0.0.1:9092 as from a local Kafka.
