@@ -42,6 +42,9 @@ class GroupApi(ApiPart):
         # a group's status by Burrow's rules, from its committed offsets (`cluster.lag.CommitWindows`,
         # set by the daemon when lag is measured): the `groupkeeper_status` extension of describes
         self.status_of: Callable[[str, dict], str | None] = lambda group_id, offsets: None
+        # through the gateway: the brokers' share groups (KIP-932), listed on their node ports and
+        # deleted where groupkeeper has no such group (`gateway.cluster.ShareGroupAdmin`); else None
+        self.share_groups = None
 
     def handlers(self) -> dict:
         return {JOIN_GROUP.key: self.join_group, SYNC_GROUP.key: self.sync_group, HEARTBEAT.key: self.heartbeat,
@@ -264,17 +267,28 @@ class GroupApi(ApiPart):
 
     def list_groups(self, header, request, client):
         """Every group served here (v4+: of the states asked for; v5+: of the types asked
-        for, classic or consumer, and with its type)."""
-        if client.node is not None:  # a broker's port of the gateway: each group is listed once, by its coordinator
+        for, classic or consumer, and with its type). On a broker's node port of the gateway,
+        none of ours (each group is listed once, by its coordinator), but v5+, where share
+        groups may be asked for: those the broker coordinates, as it lists them."""
+        types = {t.lower() for t in request.types_filter}
+        if client.node is not None:
+            if self.share_groups is not None and header.api_version >= 5 and (not types or "share" in types):
+                return self._share_listed(client.node, list(request.states_filter), client)
             return m.ListGroupsResponse(error_code=E.NONE, groups=[])
         wanted = {s.lower() for s in request.states_filter}
-        types = {t.lower() for t in request.types_filter}
         every = self.allowed(client, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
         groups = [m.ListedGroup(group_id=gid, protocol_type=protocol_type, group_state=state, group_type=kind)
                   for gid, protocol_type, state, _, kind in sorted(self.coordinator.all_groups())
                   if (not wanted or state.lower() in wanted) and (not types or kind in types)
                   and (every or self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, gid))]
         return m.ListGroupsResponse(error_code=E.NONE, groups=groups)
+
+    async def _share_listed(self, node: int, states: list[str], client):
+        listed = await self.share_groups.listed(node, states, client)
+        if isinstance(listed, ErrorCode):
+            return m.ListGroupsResponse(error_code=listed, groups=[])
+        return m.ListGroupsResponse(error_code=E.NONE, groups=[
+            g for g in listed if self.allowed(client, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)])
 
     def describe_groups(self, header, request, client):
         described = []
@@ -310,6 +324,9 @@ class GroupApi(ApiPart):
         for group_id in request.groups_names:
             error = (await self._delete(group_id) if self.allowed(client, Operation.DELETE, ResourceType.GROUP, group_id)
                      else E.GROUP_AUTHORIZATION_FAILED)
+            if error == E.GROUP_ID_NOT_FOUND and self.share_groups is not None:  # a share group, at the brokers?
+                shared = await self.share_groups.delete(group_id, client)
+                error = error if shared is None else shared
             results.append(m.DeletableGroupResult(group_id=group_id, error_code=error))
             if error == E.NONE:  # an operator's act: who, from where, what
                 self.log.info("group deleted", group=group_id, principal=client.principal, host=client.host,

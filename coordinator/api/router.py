@@ -35,6 +35,7 @@ class Api:
         Metadata answers (None: the default size)."""
         self.cluster = cluster or ClusterApi(coordinator, topics, acls, metadata_cache_bytes=metadata_cache_bytes)
         self.groups = GroupApi(coordinator, topics, acls)
+        self.groups.share_groups = getattr(self.cluster, "share_groups", None)  # the gateway's: the brokers'
         self.offsets = OffsetApi(coordinator, topics, acls)
         self._ours: dict[int, Callable] = {**self.groups.handlers(), **self.offsets.handlers()}
         # the heartbeat's fast path, bound here: no call in between on the hottest request

@@ -25,6 +25,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 # NOT_LEADER_OR_FOLLOWER, and the client looks the leader up again.
 LEADER_ONLY: dict[int, tuple[int, int]] = {
     PRODUCE.key: (3, 9), FETCH.key: (4, 12), LIST_OFFSETS.key: (1, 6), OFFSET_FOR_LEADER_EPOCH.key: (2, 4)}
-# the APIs whose handlers may answer with a coroutine or a Pending (they wait for something)
+# the APIs whose handlers may answer with a coroutine or a Pending (they wait for something; ListGroups:
+# the share groups of a broker, on its node port of the gateway)
 WAITS = frozenset({JOIN_GROUP.key, SYNC_GROUP.key, OFFSET_COMMIT.key, OFFSET_FETCH.key, DELETE_GROUPS.key,
-                   CONSUMER_GROUP_HEARTBEAT.key, OFFSET_DELETE.key})
+                   CONSUMER_GROUP_HEARTBEAT.key, OFFSET_DELETE.key, LIST_GROUPS.key})

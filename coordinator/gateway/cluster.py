@@ -3,7 +3,7 @@ beside a cluster, the gateway relays from the brokers.
 
 | API | Through the gateway |
 | --- | --- |
-| group and offset APIs | ours, on every port (`api.groups`, `api.offsets`); never relayed |
+| group and offset APIs | ours, on every port (`api.groups`, `api.offsets`); never relayed (but ListGroups v5+ on a broker's node port lists that broker's share groups, and DeleteGroups of a group we do not have deletes a share group at the brokers: `ShareGroupAdmin`) |
 | ApiVersions | ours: the brokers' ranges, ours for what we serve, within what we can rewrite |
 | SaslHandshake, SaslAuthenticate | ours (the client's login is to groupkeeper) |
 | FindCoordinator | a group (key type 0): ours; a transaction or share group: relayed, rewritten |
@@ -22,13 +22,15 @@ super user, whose requests pass as bytes.
 
 from __future__ import annotations
 
+import trio
+
 from protocol import ErrorCode, ProtocolError, UnsupportedVersion, decode_request, decode_response, encode_response
 from protocol import messages as m
 from protocol.messages import class_for
 from protocol.framing import frame as framed
-from protocol.schemas import (API_VERSIONS, DESCRIBE_CLUSTER, DESCRIBE_SHARE_GROUP_OFFSETS, FETCH, FIND_COORDINATOR,
-                              METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, SHARE_ACKNOWLEDGE, SHARE_FETCH,
-                              SHARE_GROUP_DESCRIBE, SHARE_GROUP_HEARTBEAT)
+from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_CLUSTER, DESCRIBE_SHARE_GROUP_OFFSETS, FETCH,
+                              FIND_COORDINATOR, LIST_GROUPS, METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE,
+                              SHARE_ACKNOWLEDGE, SHARE_FETCH, SHARE_GROUP_DESCRIBE, SHARE_GROUP_HEARTBEAT)
 from protocol.schemas import APIS
 from protocol.schemas.share_groups import BY_GROUP
 
@@ -36,6 +38,7 @@ from ..api.cluster import ClusterApi, within
 from ..api.versions import SUPPORTED
 from ..serving.interfaces import CloseConnection, Route
 from ..serving.pending import Pending
+from ..topics.brokers import BrokerConnection
 from .authorize import AUTHORIZED, Authorization, Refused
 from .nodes import Gateway
 
@@ -60,6 +63,7 @@ class GatewayClusterApi(ClusterApi):
         super().__init__(coordinator, topics, acls, metadata_cache_bytes=metadata_cache_bytes)
         self.gateway = gateway
         self.authorization = (Authorization(acls, topics.names_by_id, topics.want) if acls is not None else None)
+        self.share_groups = ShareGroupAdmin(gateway, self.authorization)  # what ListGroups and DeleteGroups ask
 
     def route(self, api_key: int, api_version: int) -> Route | None:
         if api_key in (API_VERSIONS.key, SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key):
@@ -195,6 +199,85 @@ class GatewayClusterApi(ClusterApi):
                     else:
                         del advertised[key]
         return advertised
+
+
+class ShareGroupAdmin:
+    """Share groups for the group APIs groupkeeper answers itself (`api.groups`): ListGroups
+    on a broker's node port lists the share groups that broker coordinates; DeleteGroups of a
+    group groupkeeper does not have deletes it at the brokers if it is a share group there.
+    Each question on a connection of its own to the broker, closed after it (an
+    administrator's request, seldom). With ACLs, for super users only, as every share-group
+    request through the gateway."""
+
+    def __init__(self, gateway: Gateway, authorization: Authorization | None):
+        self.gateway = gateway
+        self.authorization = authorization
+
+    def _none(self, client) -> bool:
+        """Whether there are no share groups to look for: the brokers serve none (they do
+        not speak ShareGroupHeartbeat), or the client may not see them."""
+        return (SHARE_GROUP_HEARTBEAT.key not in self.gateway.topics.api_versions
+                or (self.authorization is not None and not self.authorization.super_user(client)))
+
+    async def listed(self, node: int, states: list[str], client) -> list | ErrorCode:
+        """The share groups broker `node` coordinates (in `states`, if any), as it lists them;
+        an error if it cannot be asked."""
+        if self._none(client):
+            return []
+        answer = await self._ask(node, LIST_GROUPS, {"states_filter": states, "types_filter": ["share"]}, lowest=5)
+        if isinstance(answer, ErrorCode):
+            return answer
+        if answer.error_code != ErrorCode.NONE:
+            return ErrorCode(answer.error_code)
+        return [g for g in answer.groups if g.group_type.lower() == "share"]  # never a broker's other groups
+
+    async def delete(self, group: str, client) -> ErrorCode | None:
+        """`group` deleted at the broker that coordinates it, if it is a share group there:
+        that broker's answer; None if it is not one (or no broker says)."""
+        if self._none(client):
+            return None
+        node = await self.gateway.find_share_coordinator(group)
+        if node is None:
+            return None
+        described = await self._ask(node, SHARE_GROUP_DESCRIBE, {"group_ids": [group]}, lowest=1)
+        if isinstance(described, ErrorCode):
+            return described
+        error = described.groups[0].error_code if described.groups else ErrorCode.GROUP_ID_NOT_FOUND
+        if error in _MOVED:  # the client asks again; the coordinator is looked up afresh
+            self.gateway.forget_share_coordinator(group)
+            return ErrorCode(error)
+        if error != ErrorCode.NONE:  # not a share group (GROUP_ID_NOT_FOUND), or not to be seen
+            return None
+        deleted = await self._ask(node, DELETE_GROUPS, {"groups_names": [group]}, lowest=0)
+        if isinstance(deleted, ErrorCode):
+            return deleted
+        error = deleted.results[0].error_code if deleted.results else ErrorCode.UNKNOWN_SERVER_ERROR
+        if error in _MOVED:
+            self.gateway.forget_share_coordinator(group)
+        return ErrorCode(error)
+
+    async def _ask(self, node: int, api, body: dict, lowest: int):
+        """`api`'s answer from broker `node`, in the highest version both read (at least
+        `lowest`); COORDINATOR_NOT_AVAILABLE (retriable) if it cannot be had."""
+        address = self.gateway.addresses.get(node)
+        if address is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        connection = None
+        try:
+            with trio.fail_after(self.gateway.topics.timeout):
+                connection = await BrokerConnection.open(address, self.gateway.topics.security)
+                low, high = (await connection.api_versions()).get(api.key, (0, -1))
+                version = min(high, api.versions.high)
+                if version < max(low, lowest):
+                    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+                return await connection.call(api, version, body)
+        except Exception as exc:  # noqa: BLE001 - unreachable, refused, slow: the client is told to retry
+            self.gateway.log.info("asking a broker about share groups failed", node=node, api=api.name,
+                                  error=f"{type(exc).__name__}: {exc}")
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        finally:
+            if connection is not None:
+                connection.close()
 
 
 def _share_groups(api_key: int, request) -> list[str]:

@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.schemas import FIND_COORDINATOR, SHARE_GROUP_DESCRIBE
-from tests.support.kafka import create_topic, java_command, java_program, kraft, run_tool
+from tests.support.kafka import broker_groups, create_topic, java_command, java_program, kraft, run_tool
 from tools.kafka_admin import NodeConnection
 
 TOPIC = "share-groups-orders"
@@ -128,12 +128,20 @@ def share_read(kafka, gateway, tmp_path_factory):
     gateway, both with partitions before RECORDS records are produced through it; once they
     have read RECORDS between them, the group described with its members (kafka-share-groups
     --describe --members), then both stopped. What they read and said, and the tool's output."""
+    timings, mark = {}, time.monotonic()
+
+    def took(phase: str) -> None:
+        nonlocal mark
+        timings[phase] = round(time.monotonic() - mark, 1)
+        mark = time.monotonic()
+
     create_topic(kafka, TOPIC, PARTITIONS)
     # a share group starts reading where its partitions end unless told otherwise (KIP-932's
     # share.auto.offset.reset, a group config): from the start here, so that no record
     # produced before a partition's first fetch is skipped
     kafka_configs("--bootstrap-server", gateway.bootstrap, "--alter", "--entity-type", "groups",
                   "--entity-name", GROUP, "--add-config", "share.auto.offset.reset=earliest")
+    took("topic and group config")
     stop = tmp_path_factory.mktemp("share") / "stop"
     common = ("--topics", TOPIC, "--stop-file", str(stop), "--seconds", "100", f"bootstrap.servers={gateway.bootstrap}",
               f"group.id={GROUP}")
@@ -150,13 +158,14 @@ def share_read(kafka, gateway, tmp_path_factory):
             assert time.monotonic() < deadline, f"the share group never had both members with partitions: {members}"
             time.sleep(0.5)
         assignments = members
-        began = time.monotonic()
+        took("both members assigned")
         produced = json.loads(java_program(
             "Produce", "--topic", TOPIC, "--records", str(RECORDS), "--prefix", "share",
             f"bootstrap.servers={gateway.bootstrap}",
             # every partition gets records: each member has some to read
             "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner").stdout.splitlines()[-1])
         assert produced["failed"] == 0 and len(produced["acked"]) == RECORDS
+        took("produced")
         deadline = time.monotonic() + 60
         while True:
             for reader in readers.values():
@@ -166,20 +175,23 @@ def share_read(kafka, gateway, tmp_path_factory):
             assert time.monotonic() < deadline, \
                 f"read {[(n, r.read) for n, r in readers.items()]} of {RECORDS} within 60 s"
             time.sleep(0.1)
-        read_seconds = time.monotonic() - began
+        took("all read")
         described = share_groups_tool(gateway, "--describe", "--group", GROUP, "--members")
+        took("described")
         stop.touch()
         results = {name: reader.finish(60) for name, reader in readers.items()}
+        took("closed")
     finally:
         stop.touch()
         for reader in readers.values():
             reader.kill()
     return {"produced": produced["acked"], "results": results, "assignments": assignments,
-            "members": described, "read_seconds": read_seconds}
+            "members": described, "timings": timings}
 
 
 def test_two_share_consumers_read_every_record_once_between_them_and_acknowledge_it(gateway, share_read):
     results = share_read["results"]
+    print("phases (s):", share_read["timings"], "read:", {n: r["read"] for n, r in results.items()})
     everything = [v for r in results.values() for v in r["values"]]
     assert sorted(everything) == sorted(share_read["produced"])  # every record, once
     for name, result in results.items():
@@ -211,3 +223,18 @@ def test_kafka_share_groups_describes_the_group_through_the_gateway(gateway, sha
             break
         assert time.monotonic() < deadline, offsets
         time.sleep(1)
+
+
+def test_share_groups_are_listed_and_deleted_through_the_gateway(kafka, gateway, share_read):
+    """kafka-share-groups --list (ListGroups v5, share groups only, to every node: a broker's
+    node port asks its broker for the share groups it coordinates) and --delete (listed
+    first; then DeleteGroups to the coordinator groupkeeper named, which hands a share group's
+    on to the broker that coordinates it). Last: the group is gone afterwards."""
+    listed = share_groups_tool(gateway, "--list")
+    assert GROUP in listed.split(), listed
+    assert GROUP in share_groups_tool(gateway, "--list", "--state", "Empty").split()
+    assert GROUP not in share_groups_tool(gateway, "--list", "--state", "Stable").split()
+    deleted = share_groups_tool(gateway, "--delete", "--group", GROUP)
+    assert "was successful" in deleted, deleted
+    assert GROUP not in share_groups_tool(gateway, "--list").split()
+    assert GROUP not in broker_groups(kafka)
