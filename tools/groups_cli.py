@@ -36,11 +36,12 @@ TYPES = {CLASSIC: "Classic", CONSUMER: "Consumer"}  # ListGroups v5's types, as 
 INACTIVE = (GroupState.EMPTY.value, GroupState.DEAD.value)
 REBALANCING = (GroupState.PREPARING_REBALANCE.value, GroupState.COMPLETING_REBALANCE.value,
                ConsumerGroupState.ASSIGNING.value, ConsumerGroupState.RECONCILING.value)
-# kafka-consumer-groups.sh's words when reset-offsets is given neither --dry-run nor --execute
+# kafka-consumer-groups.sh's words (Kafka 4.4) when reset-offsets is given neither --dry-run nor
+# --execute, but for the release named: Kafka's "In version 5.0" is Kafka's 5.0, not groupkeeper's
 NO_ACTION_WARNING = ("WARN: No action will be performed as the --execute option is missing. In a future major "
-                     "release, the default behavior of this command will be to prompt the user before executing "
-                     "the reset rather than doing a dry run. You should add the --dry-run option explicitly if you "
-                     "are scripting this command and want to keep the current default behavior without prompting.")
+                     "release, this command will require either --dry-run or --execute to be specified. You should "
+                     "add the --dry-run option explicitly if you are scripting this command and want to keep the "
+                     "current default behavior without prompting.")
 
 
 def connection_options(command):
@@ -212,8 +213,8 @@ OFFSETS_HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFS
 @click.option("--members", is_flag=True, help="The group's members.")
 @click.option("--state", is_flag=True, help="The group's coordinator, strategy and state.")
 @click.option("--verbose", is_flag=True, help="With --offsets: each committed offset's LEADER-EPOCH; with --members: "
-              "each member's partitions, and for consumer groups its epoch and target assignment; with --state: "
-              "the group's epochs (JSON always has them).")
+              "each member's epoch and partitions, and the group's target epoch and the member's target "
+              "assignment (a consumer group's); with --state: the group's epochs (JSON always has them).")
 @click.option("--json", "as_json", is_flag=True, help="As JSON, with the group's coordinator (for several groups, "
               "a list).")
 @connection_options
@@ -253,7 +254,6 @@ def _describe(admin: GroupsAdmin, group: str, view: str, verbose: bool, as_json:
     state = described.state
     if state == GroupState.DEAD.value:
         raise GroupRefused(f"Consumer group {shown(group)} does not exist.")
-    consumer = described.type == CONSUMER
     members = [_member(m) for m in described.members]
     document = {"group": group, "type": described.type,
                 "coordinator": {"id": coordinator.id, "host": coordinator.host, "port": coordinator.port},
@@ -281,17 +281,22 @@ def _describe(admin: GroupsAdmin, group: str, view: str, verbose: bool, as_json:
                  "partitions": sum(map(len, x["assignment"].values())), "assignment": x["assignment"]}
                 for x in members]}, None
         _notice(group, state)
-        if not members:
-            return document, None
-        headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
-        if verbose:  # a consumer group's in Kafka 4's columns; a classic group's as before
-            headers += (["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"] if consumer
-                        else ["ASSIGNMENT"])
+        # Kafka 4's columns, the header even when no member is left: GROUP-INSTANCE-ID when a
+        # member has one; with --verbose the epochs and assignments ("-" for what a classic group
+        # has not), and UPGRADED while a consumer group has members of both protocols
+        static = any(x["group_instance_id"] for x in members)
+        migrating = {x["upgraded"] for x in members} >= {True, False}
+        headers = (["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if static else [])
+                   + ["HOST", "CLIENT-ID", "#PARTITIONS"])
+        if verbose:
+            headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+            headers += ["UPGRADED"] if migrating else []
         return document, _table(headers, [
-            [group, x["consumer_id"], x["host"], x["client_id"], sum(map(len, x["assignment"].values()))]
-            + (([x["member_epoch"], _epoch_assignment_text(x["assignment"]), described.assignment_epoch,
-                 _epoch_assignment_text(x["target_assignment"])] if consumer
-                else [_assignment_text(x["assignment"])]) if verbose else [])
+            [group, x["consumer_id"]] + ([x["group_instance_id"]] if static else [])
+            + [x["host"], x["client_id"], sum(map(len, x["assignment"].values()))]
+            + ([x["member_epoch"], _epoch_assignment_text(x["assignment"]), described.assignment_epoch,
+                _epoch_assignment_text(x["target_assignment"])] if verbose else [])
+            + ([_upgraded_text(x["upgraded"])] if verbose and migrating else [])
             for x in members])
     strategy = described.strategy or None
     if as_json:
@@ -307,16 +312,16 @@ def _describe(admin: GroupsAdmin, group: str, view: str, verbose: bool, as_json:
 
 
 def _member(member: Member) -> dict:
-    """A described member as plain data. Its epoch and target assignment are a consumer
-    group member's (None in a classic group)."""
+    """A described member as plain data. Its epoch, target assignment and whether it speaks
+    the consumer protocol (`upgraded`) are a consumer group member's (None in a classic group)."""
     return {"consumer_id": member.member_id, "group_instance_id": member.instance_id,
             "host": member.host, "client_id": member.client_id, "assignment": member.assignment,
-            "member_epoch": member.epoch, "target_assignment": member.target}
+            "member_epoch": member.epoch, "target_assignment": member.target, "upgraded": member.upgraded}
 
 
-def _assignment_text(assignment: dict[str, list[int]]) -> str:
-    """Kafka's form before 4.0 (its ASSIGNMENT column): topic(0,1,2),other(3); "-" for none."""
-    return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(assignment.items()) if ps) or "-"
+def _upgraded_text(upgraded: bool | None) -> str | None:
+    """Kafka's UPGRADED column: Java's true and false."""
+    return None if upgraded is None else str(upgraded).lower()
 
 
 def _epoch_assignment_text(assignment: dict[str, list[int]] | None) -> str:
@@ -326,8 +331,9 @@ def _epoch_assignment_text(assignment: dict[str, list[int]] | None) -> str:
 
 
 def _offset_rows(admin: GroupsAdmin, group: str, members: list[dict]) -> list[dict]:
-    """One row per partition that is committed or assigned, then one per member that has
-    no partitions, as kafka-consumer-groups.sh lists them."""
+    """One row per partition that is committed or assigned, as kafka-consumer-groups.sh lists
+    them (a member without partitions has none); LAG is the log end less the committed offset,
+    negative when the commit is past the log's end, as Kafka shows it."""
     committed = admin.committed(group)
     owners = {(t, p): x for x in members for t, ps in x["assignment"].items() for p in ps}
     partitions = sorted(set(committed) | set(owners))
@@ -342,14 +348,9 @@ def _offset_rows(admin: GroupsAdmin, group: str, members: list[dict]) -> list[di
         current = found.offset if found else None
         rows.append({"topic": tp[0], "partition": tp[1], "current_offset": current,
                      "leader_epoch": found.leader_epoch if found else None, "log_end_offset": end,
-                     "lag": None if current is None or end is None else max(end - current, 0),
+                     "lag": None if current is None or end is None else end - current,
                      "consumer_id": owner.get("consumer_id"), "host": owner.get("host"),
                      "client_id": owner.get("client_id")})
-    for x in members:
-        if not any(x["assignment"].values()):
-            rows.append({"topic": None, "partition": None, "current_offset": None, "leader_epoch": None,
-                         "log_end_offset": None, "lag": None, "consumer_id": x["consumer_id"], "host": x["host"],
-                         "client_id": x["client_id"]})
     return rows
 
 
@@ -497,8 +498,7 @@ def _new_offsets(admin: GroupsAdmin, group: str, topics: list[tuple[str, list[in
                 raise _Refused(f"cannot shift the offset of {_name(missing[0])}: it has no committed offset")
             targets = {tp: committed[tp].offset + shift_by for tp in partitions}
         start, end = admin.log_offsets(leaders, EARLIEST), admin.log_offsets(leaders, LATEST)
-        return {tp: min(max(o, start[tp]), end[tp]) if tp in start and tp in end else max(o, 0)
-                for tp, o in targets.items()}
+        return {tp: _within(tp, o, start.get(tp), end.get(tp)) for tp, o in targets.items()}
     if to_earliest or to_latest:
         return _looked_up(admin, leaders, EARLIEST if to_earliest else LATEST, "earliest" if to_earliest else "latest")
     if to_current:
@@ -509,6 +509,22 @@ def _new_offsets(admin: GroupsAdmin, group: str, topics: list[tuple[str, list[in
     found = _looked_up(admin, leaders, timestamp, f"offset for {time_flag}")
     past_the_end = {tp: leaders[tp] for tp, o in found.items() if o < 0}  # no record that late
     return {**found, **_looked_up(admin, past_the_end, LATEST, "latest")}
+
+
+def _within(tp: TopicPartition, offset: int, start: int | None, end: int | None) -> int:
+    """`offset` kept within the log where its bounds are known (at least 0 where they are not),
+    with Kafka's warning on stderr when it is moved."""
+    if start is None or end is None:
+        return max(offset, 0)
+    if offset > end:
+        click.echo(f"WARN: New offset ({offset}) is higher than latest offset for topic partition {_name(tp)}. "
+                   f"Value will be set to {end}.", err=True)
+        return end
+    if offset < start:
+        click.echo(f"WARN: New offset ({offset}) is lower than earliest offset for topic partition {_name(tp)}. "
+                   f"Value will be set to {start}.", err=True)
+        return start
+    return offset
 
 
 def _looked_up(admin: GroupsAdmin, leaders: dict[TopicPartition, Node | None], timestamp: int,
@@ -661,9 +677,11 @@ def groups_delete_offsets(admin: GroupsAdmin, group: str | None, named: str | No
     if error != E.NONE:
         raise click.ClickException(f"Deleting offsets of a consumer group {shown(group)} failed: {error_name(error)}.")
     failed = {tp: e for tp, e in results.items() if e != E.NONE}
-    click.echo(f"Request succeed for deleting offsets from group {shown(group)}." if not failed else
-               f"Request for deleting offsets from group {shown(group)} failed for some partitions.")
-    click.echo()
+    if failed:  # Kafka's words, on stderr as this CLI's errors are
+        click.echo("Error: Encountered some partition-level error, see the follow-up details.", err=True)
+    else:  # Kafka names the group unquoted here
+        click.echo(f"Request succeeded for deleting offsets from group {group if group.isprintable() else shown(group)}.")
+        click.echo()
     click.echo(_table(["TOPIC", "PARTITION", "STATUS"], [
         [t, p, "Successful" if e == E.NONE else f"Error: {error_name(e)}"] for (t, p), e in sorted(results.items())]))
     if failed:

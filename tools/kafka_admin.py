@@ -50,7 +50,7 @@ TopicPartition = tuple[str, int]
 SPEAKS: dict[int, tuple[int, int]] = {
     METADATA.key: (1, 12), FIND_COORDINATOR.key: (0, 3), LIST_GROUPS.key: (0, 5),
     DESCRIBE_GROUPS.key: (0, 5), OFFSET_FETCH.key: (2, 7), OFFSET_COMMIT.key: (2, 8),
-    DELETE_GROUPS.key: (0, 2), LIST_OFFSETS.key: (1, 11), CONSUMER_GROUP_DESCRIBE.key: (0, 0),
+    DELETE_GROUPS.key: (0, 2), LIST_OFFSETS.key: (1, 11), CONSUMER_GROUP_DESCRIBE.key: (0, 1),
     OFFSET_DELETE.key: (0, 0),
 }
 CLASSIC, CONSUMER = "classic", "consumer"  # the group types of ListGroups v5 (KIP-848)
@@ -252,7 +252,9 @@ class Member:
     """A member of a described group. `assignment`: a classic member's, read only when the
     group's protocol type is "consumer" (other protocols' assignments are opaque bytes); a
     consumer group member's current one. `epoch` and `target` (its target assignment): consumer
-    groups only."""
+    groups only. `upgraded`: in a consumer group, whether the member speaks the consumer
+    protocol (True) or the classic one (False: the group is migrating), as ConsumerGroupDescribe
+    v1 says (KIP-1099); None where it is not said (classic groups, v0)."""
     member_id: str
     instance_id: str | None
     client_id: str
@@ -260,6 +262,7 @@ class Member:
     assignment: dict[str, list[int]]
     epoch: int | None = None
     target: dict[str, list[int]] | None = None
+    upgraded: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -563,9 +566,15 @@ def _consumer(described: Any) -> Description:
     """ConsumerGroupDescribe's answer for one group."""
     return Description(described.group_id, CONSUMER, described.group_state, CONSUMER, described.assignor_name or "", [
         Member(m.member_id, m.instance_id, m.client_id, m.client_host, _partitions(m.assignment), m.member_epoch,
-               _partitions(m.target_assignment))
+               _partitions(m.target_assignment), _upgraded(getattr(m, "member_type", -1)))
         for m in described.members], described.group_epoch, described.assignment_epoch,
         described.groupkeeper_status)
+
+
+def _upgraded(member_type: int) -> bool | None:
+    """ConsumerGroupDescribe v1's member type (-1 unknown, 0 classic, 1 consumer) as Kafka's
+    admin client reads it: whether the member was upgraded to the consumer protocol."""
+    return None if member_type not in (0, 1) else member_type == 1
 
 
 def _partitions(assignment: Any) -> dict[str, list[int]]:
