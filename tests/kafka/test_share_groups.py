@@ -82,8 +82,13 @@ class Reader:
         self.lines: queue.Queue[dict] = queue.Queue()
         self.read = 0  # records read so far, by its progress lines
         self.result: dict | None = None  # its last line, once it closed
-        self.stderr = ""
+        self.errors: list[str] = []  # its stderr, read as it comes (a full pipe would stop it)
         threading.Thread(target=self._follow, daemon=True).start()
+        threading.Thread(target=lambda: self.errors.extend(self.process.stderr), daemon=True).start()
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.errors)
 
     def _follow(self) -> None:
         for line in self.process.stdout:
@@ -107,7 +112,6 @@ class Reader:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        self.stderr = self.process.stderr.read()
         deadline = time.monotonic() + 5
         while self.result is None and time.monotonic() < deadline:
             self.progress()
@@ -154,7 +158,7 @@ def share_read(kafka, gateway, tmp_path_factory):
             if set(members) == set(readers) and all(members.values()):
                 break
             for name, reader in readers.items():
-                assert reader.process.poll() is None, f"{name} exited early: {reader.process.stderr.read()[-3000:]}"
+                assert reader.process.poll() is None, f"{name} exited early: {reader.stderr[-3000:]}"
             assert time.monotonic() < deadline, f"the share group never had both members with partitions: {members}"
             time.sleep(0.5)
         assignments = members
@@ -201,8 +205,7 @@ def test_two_share_consumers_read_every_record_once_between_them_and_acknowledge
     # the partitions were shared between the two (simple assignor), each of them led by a
     # broker reached through its node port
     assert sorted(p for ps in share_read["assignments"].values() for p in ps) == list(range(PARTITIONS))
-    assert relayed(gateway, "ShareFetch") > 0 and relayed(gateway, "ShareAcknowledge") >= 0
-    assert relayed(gateway, "ShareGroupHeartbeat") > 0
+    assert relayed(gateway, "ShareFetch") > 0 and relayed(gateway, "ShareGroupHeartbeat") > 0
 
 
 def test_kafka_share_groups_describes_the_group_through_the_gateway(gateway, share_read):
