@@ -97,8 +97,8 @@ def gateway(zookeeper, folder, kafka):
 
 class Traffic:
     """A topic's records through the gateway: librdkafka's idempotent producer (in a thread,
-    each record to partition i % PARTITIONS, so every partition gets one every few
-    hundredths of a second, its send and acknowledgement times kept), the Java client's
+    each record to partition i % PARTITIONS, so every partition gets one every 75 ms, its
+    send and acknowledgement times kept), the Java client's
     (a process, until its stop file exists) and a group of librdkafka consumers (threads,
     every record read kept with its partition and time)."""
 
