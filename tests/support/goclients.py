@@ -3,8 +3,8 @@ members with the contract of tests/kafka/java/GroupConsumer.java, and a franz-go
 built by `make install` into var/go/bin/goclients.
 
 `go_group_read` runs one member to its end and returns its last line; `go_group_member`
-starts one in the background (a mixed group's member: stop it with its stop file);
-`go_produce` produces numbered records with franz-go.
+starts one in the background (a mixed group's member, a `GoMember`: wait for what it
+reports, then stop it with its stop file); `go_produce` produces numbered records with franz-go.
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,15 +52,15 @@ def go_command(bootstrap: str, group: str, topics: list[str] | tuple[str, ...] |
     return command
 
 
-def lines(stdout: str) -> list[dict]:
-    """The JSON objects a member printed, one a line."""
-    out = []
-    for line in stdout.splitlines():
+def lines_of(stream) -> Iterator[dict]:
+    """The JSON objects a member prints, one a line (other lines skipped)."""
+    for line in stream:
         try:
-            out.append(json.loads(line))
+            printed = json.loads(line)
         except ValueError:
             continue
-    return out
+        if isinstance(printed, dict):
+            yield printed
 
 
 def go_group_read(bootstrap: str, group: str, topics, records: int | None, client: str = "franz",
@@ -72,7 +75,7 @@ def go_group_read(bootstrap: str, group: str, topics, records: int | None, clien
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     if log is not None:
         Path(log).write_text(done.stderr)
-    printed = lines(done.stdout)
+    printed = list(lines_of(done.stdout.splitlines()))
     results = [p for p in printed if "read" in p]
     if done.returncode != 0 or not results:
         raise AssertionError(f"goclients --client {client} --protocol {protocol} exited {done.returncode}:\n"
@@ -81,15 +84,87 @@ def go_group_read(bootstrap: str, group: str, topics, records: int | None, clien
     return {**printed[last], "assignments": [p["assigned"] for p in printed[:last] if "assigned" in p]}
 
 
-def go_group_member(bootstrap: str, group: str, topics, records: int | None, client: str = "franz",
-                    protocol: str = "classic", *, log: Path, **opts) -> subprocess.Popen:
-    """One member started in the background, its stdout a pipe of JSON lines (read it, e.g.
-    with `lines`), its stderr in `log`; give it a `stop_file` to stop it (it commits, says
-    what it read and closes)."""
-    command = go_command(bootstrap, group, topics, records, client, protocol, **opts)
-    with open(log, "ab") as stderr:
-        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL,
-                                text=True, cwd=ROOT)
+class GoMember:
+    """One member started in the background (`go_group_member`): `process` is its Popen,
+    whose stdout a thread reads; `assignments` every assignment it reported, `count` how many
+    records it has read so far, `result` its last line once it has stopped."""
+
+    def __init__(self, command: list[str], log: Path, stop_file: Path | None):
+        self.log, self.stop_file = Path(log), stop_file
+        self.assignments: list[list[str]] = []
+        self.count = 0
+        self.result: dict | None = None
+        self._changed = threading.Condition()
+        with open(log, "ab") as stderr:
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr,
+                                            stdin=subprocess.DEVNULL, text=True, cwd=ROOT)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for printed in lines_of(self.process.stdout):
+            with self._changed:
+                if "assigned" in printed and self.result is None:
+                    self.assignments.append(printed["assigned"])
+                elif "count" in printed:
+                    self.count = printed["count"]
+                elif "read" in printed:
+                    self.result, self.count = printed, printed["read"]
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    @property
+    def assigned(self) -> set[str]:
+        with self._changed:
+            return set(self.assignments[-1]) if self.assignments else set()
+
+    def wait_for(self, condition, what: str, timeout: float = 60.0) -> None:
+        """Until `condition(self)` holds (checked at each line it prints); fails with its log
+        if it ends first or `timeout` passes."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not condition(self):
+                if not self._reader.is_alive():
+                    raise AssertionError(f"the Go member ended ({self.process.poll()}) before {what}:\n"
+                                         f"{self.log_tail()}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"the Go member never reached {what} (assignments "
+                                         f"{self.assignments[-3:]}):\n{self.log_tail()}")
+                self._changed.wait(min(left, 0.5))
+
+    def stop(self, timeout: float = 60.0) -> dict:
+        """Touches its stop file: it commits, says what it read and closes; its last line."""
+        assert self.stop_file is not None, "started without a stop file"
+        Path(self.stop_file).touch()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the Go member did not stop in {timeout} s:\n{self.log_tail()}") from None
+        self._reader.join(10)
+        assert self.process.returncode == 0 and self.result is not None, \
+            f"the Go member exited {self.process.returncode}:\n{self.log_tail()}"
+        return self.result
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def log_tail(self, size: int = 6000) -> str:
+        return self.log.read_text(errors="replace")[-size:] if self.log.exists() else ""
+
+
+def go_group_member(bootstrap: str, group: str, topics, records: int | None = None, client: str = "franz",
+                    protocol: str = "classic", *, log: Path, stop_file: Path | None = None, **opts) -> GoMember:
+    """One member started in the background, for mixed groups: its stderr (the client's log)
+    in `log`; with `stop_file` (default: beside the log), `stop()` ends it."""
+    stop_file = Path(stop_file) if stop_file else Path(log).with_suffix(".stop")
+    stop_file.unlink(missing_ok=True)
+    command = go_command(bootstrap, group, topics, records, client, protocol, stop_file=stop_file, **opts)
+    return GoMember(command, log, stop_file)
 
 
 def go_produce(bootstrap: str, topic: str, records: int, partitions: int = 0, prefix: str = "go",
@@ -99,7 +174,7 @@ def go_produce(bootstrap: str, topic: str, records: int, partitions: int = 0, pr
     command = [binary(), "--produce", str(records), "--bootstrap", bootstrap, "--topics", topic,
                "--partitions", str(partitions), "--prefix", prefix]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    printed = [p for p in lines(done.stdout) if "acked" in p]
+    printed = [p for p in lines_of(done.stdout.splitlines()) if "acked" in p]
     if done.returncode != 0 or not printed or printed[-1]["acked"] != records:
         raise AssertionError(f"goclients --produce exited {done.returncode}:\n{done.stdout[-2000:]}\n"
                              f"{done.stderr[-6000:]}")
