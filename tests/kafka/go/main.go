@@ -1,8 +1,8 @@
 // Command goclients is a group member of one of two unmodified Go clients, franz-go
 // (github.com/twmb/franz-go) or IBM sarama (github.com/IBM/sarama), for the tests, with
-// the contract of tests/kafka/java/GroupConsumer.java and tests/support/pymember.py:
+// the contract of tests/kafka/java/GroupConsumer.java:
 //
-//	goclients --client franz|sarama --bootstrap H:P --group G [--protocol classic|consumer]
+//	goclients --client franz|franz-go|sarama --bootstrap H:P --group G [--protocol classic|consumer]
 //	    [--topics a,b | --pattern REGEX] [--records N] [--seconds S] [--stop-file PATH]
 //	    [--commit] [--instance-id ID] [--strategy NAME] [--session-timeout-ms MS]
 //	    [--kafka-version V] [--verbose]
@@ -93,6 +93,7 @@ type member struct {
 	held     map[partition]bool
 	reported bool
 	values   []string
+	distinct map[string]struct{} // what "count" says: values read, each once
 	stopped  bool
 	said     int
 	saidAt   time.Time
@@ -166,6 +167,10 @@ func (m *member) read(value string, mark func()) {
 		return
 	}
 	m.values = append(m.values, value)
+	if m.distinct == nil {
+		m.distinct = map[string]struct{}{}
+	}
+	m.distinct[value] = struct{}{}
 	if mark != nil {
 		mark()
 	}
@@ -176,7 +181,7 @@ func (m *member) read(value string, mark func()) {
 func (m *member) done(o *options, deadline time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n := len(m.values); n != m.said && time.Since(m.saidAt) > 500*time.Millisecond {
+	if n := len(m.distinct); n != m.said && time.Since(m.saidAt) > 500*time.Millisecond {
 		m.said, m.saidAt = n, time.Now()
 		say(map[string]any{"count": n})
 	}
@@ -212,7 +217,7 @@ func fail(format string, args ...any) {
 
 func main() {
 	o := &options{}
-	flag.StringVar(&o.client, "client", "franz", "franz (franz-go) or sarama")
+	flag.StringVar(&o.client, "client", "franz", "franz (or franz-go) or sarama")
 	flag.StringVar(&o.protocol, "protocol", "classic", "classic, or consumer (KIP-848; franz-go only)")
 	flag.StringVar(&o.bootstrap, "bootstrap", "", "HOST:PORT[,HOST:PORT...]")
 	flag.StringVar(&o.group, "group", "", "the consumer group")
