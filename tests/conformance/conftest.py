@@ -4,7 +4,8 @@ run's cells (client x scenario x broker), never by hand.
 
 A cell is one test of test_matrix.py; its parameters name it. A cell the run did not reach
 (a filtered run) is written "not run"; one that is expected to fail (an xfail mark, with its
-reason) is written "fails" with the reason, and fails the run if it passes (strict)."""
+reason) is written "fails" with the reason, and fails the run if it passes (strict); one the
+client cannot do (a skip mark, with the reason) is written "n/a"."""
 
 from __future__ import annotations
 
@@ -84,7 +85,8 @@ def pytest_runtest_makereport(item, call):
         return
     key = (params["client"], params["scenario"], params["front"])
     if report.when == "setup" and report.skipped:
-        OUTCOMES[key] = ("skipped", str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else "")
+        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else ""
+        OUTCOMES[key] = ("n/a", reason.removeprefix("Skipped: "))
     elif report.when == "call":
         if hasattr(report, "wasxfail"):
             OUTCOMES[key] = ("fails", report.wasxfail)

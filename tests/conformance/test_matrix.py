@@ -33,7 +33,21 @@ CLIENT_NAMES = list(CLIENTS)
 
 # Cells known not to pass, with the reason (strict: a cell that passes fails the run, so
 # this list stays true).
-KNOWN = {}
+KNOWN: dict[tuple[str, str, str], str] = {
+    **{("kafka-python (classic)", "static return", broker):
+       "groupkeeper's, issue 38: kafka-python (JoinGroup v7) is answered as the leader with the member list when "
+       "it rejoins under its instance id, acts as leader and rejoins, and the group rebalances ('leader "
+       "rejoined'); Kafka answers a static leader below v9 with the old leader id and no members"
+       for broker in BROKERS},
+    **{("franz-go (consumer)", "static return", broker):
+       "the client's: franz-go 1.22.3 leaves a KIP-848 static member (epoch -2) without its instance id, which "
+       "Kafka 4.4's own coordinator refuses too (INVALID_REQUEST, 'InstanceId can't be null'), so the member is "
+       "not released and its return waits out its session (tests/kafka/test_go_clients.py shows Kafka's answer)"
+       for broker in BROKERS},
+}
+# Cells that cannot be: the client has no such feature.
+ABSENT = {("sarama (classic)", "regex"): "sarama's ConsumerGroup subscribes to topics by name only: it has no "
+                                        "subscription by pattern"}
 
 
 def slug(*parts: str) -> str:
@@ -109,7 +123,7 @@ def static_return(front, client, name, tmp_path):
                    session_timeout_ms=30_000, records=len(half))
     try:
         before = first.finish(120)
-        assigned = first.assignments[-2] if first.assignments[-1] == [] else first.assignments[-1]
+        assigned = [a for a in first.assignments if a][-1]
     finally:
         first.kill()
     assert sorted(before["values"]) == sorted(half)
@@ -122,7 +136,7 @@ def static_return(front, client, name, tmp_path):
     finally:
         again.kill()
     assert sorted(after["values"]) == sorted(rest)  # from its commits: nothing read twice
-    assert again.assignments[0] == assigned
+    assert [a for a in again.assignments if a][0] == assigned  # (some clients say [] before they join)
     assert rebalances(front, name) == generations, "the static member's return rebalanced the group"
 
 
@@ -156,7 +170,10 @@ def cells():
     for broker in BROKERS:
         for scenario in SCENARIOS:
             for client in CLIENT_NAMES:
-                marks = [pytest.mark.xfail(reason=KNOWN[key], strict=True)] if (key := (client, scenario, broker)) in KNOWN else []
+                key = (client, scenario, broker)
+                marks = [pytest.mark.xfail(reason=KNOWN[key], strict=True)] if key in KNOWN else []
+                if (client, scenario) in ABSENT:
+                    marks = [pytest.mark.skip(reason=ABSENT[(client, scenario)])]
                 yield pytest.param(broker, scenario, client, marks=marks, id=slug(broker, scenario, client))
 
 

@@ -113,7 +113,7 @@ def test_the_java_clients_regular_expression_subscription(kafka, gateway, tmp_pa
         create_topic(kafka, "regex-c", 2)
         member.wait_for(lambda m: {"regex-c-0", "regex-c-1"} <= m.assigned, what="the topic made later")
         values = [v for t in ("regex-a", "regex-b", "regex-c", "other-regex")
-                  for v in produce(gateway.bootstrap, t, 10, t)]
+                  for v in produce(gateway.bootstrap, t, 10, t, 2)]
         member.wait_for(lambda m: m.count >= 30, what="every matching record")
         result = member.stop()
     finally:

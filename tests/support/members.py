@@ -1,7 +1,7 @@
 """Group members of every client, driven alike: each is a process of its own (the Java
 client's GroupConsumer.java, kafka-python and librdkafka through tests/support/pymember.py,
 the Go clients' program) that prints {"assigned": [...]} at every change of its assignment,
-{"count": N} as what it read grows and a last {"read": N, "values": [...], "committed": {...}} line.
+{"count": N} (distinct values read) as that grows and a last {"read": N, "values": [...], "committed": {...}} line.
 
 `CLIENTS` names each client and protocol the conformance tests know; `Member` starts one,
 follows what it prints, and stops it (a stop file, then its own close)."""
@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support import kafka as java
+from tests.support import goclients, kafka as java
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,6 +34,9 @@ CLIENTS = {c.name: c for c in [
     Client("librdkafka (consumer)", "librdkafka", "consumer"),
     Client("Java (classic)", "java", "classic"),
     Client("Java (consumer)", "java", "consumer"),
+    Client("franz-go (classic)", "franz-go", "classic"),
+    Client("franz-go (consumer)", "franz-go", "consumer"),
+    Client("sarama (classic)", "sarama", "classic"),
 ]}
 
 
@@ -52,7 +55,7 @@ class Member:
                                 session_timeout_ms, strategy)
         self.assignments: list[list[str]] = []  # every assignment it reported, in order
         self.result: dict | None = None
-        self.count = 0  # records read, as it last said
+        self.count = 0  # distinct records read, as it last said
         self._changed = threading.Condition()
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
@@ -81,6 +84,11 @@ class Member:
                         "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
                     }[strategy]
             return java.java_command("GroupConsumer", *args, *(f"{k}={v}" for k, v in props.items()))
+        if program in ("franz-go", "sarama"):
+            return goclients.go_command(bootstrap, group, topics, records, {"franz-go": "franz"}.get(program, program),
+                                        self.client.protocol, seconds=seconds, stop_file=self.stop_file,
+                                        commit=commit, instance_id=instance_id, strategy=strategy,
+                                        session_timeout_ms=session_ms, pattern=pattern)
         args = ["--client", program, "--bootstrap", bootstrap, "--group", group, "--protocol", self.client.protocol,
                 "--seconds", str(seconds), "--stop-file", str(self.stop_file),
                 "--session-timeout-ms", str(session_ms)]
@@ -104,7 +112,7 @@ class Member:
                     self.count = fields["count"]
                 elif "read" in fields:
                     self.result = fields
-                    self.count = fields["read"]
+                    self.count = len(set(fields["values"]))
                 self._changed.notify_all()
 
     @property

@@ -8,7 +8,8 @@ so that every client of the conformance tests is driven alike (tests/support/mem
         [--session-timeout-ms MS]
 
 On stdout, one JSON object a line: {"assigned": [...]} at every change of its assignment,
-{"count": N} at most twice a second while what it has read grows, then {"read": N, "values": [...], "committed": {"t-0": 12, ...}}.
+{"count": N} (distinct values read) at most twice a second while it grows, then
+{"read": N, "values": [...], "committed": {"t-0": 12, ...}}.
 """
 
 from __future__ import annotations
@@ -56,14 +57,15 @@ def librdkafka(options) -> None:
 
     topics = [f"^{options.pattern}"] if options.pattern else options.topics.split(",")
     consumer.subscribe(topics, on_assign=assigned, on_revoke=revoked, on_lost=revoked)
-    values = []
+    values, distinct = [], set()
     progress = Progress()
     deadline = time.monotonic() + options.seconds
     while len(values) < options.records and time.monotonic() < deadline and not stopped(options):
         message = consumer.poll(0.2)
         if message is not None and message.error() is None:
             values.append(message.value().decode())
-        progress(len(values))
+            distinct.add(values[-1])
+        progress(len(distinct))
     committed = {}
     if options.commit and consumer.assignment():
         try:
@@ -108,13 +110,14 @@ def kafka_python(options) -> None:
         consumer.subscribe(pattern=options.pattern, listener=Listener())
     else:
         consumer.subscribe(options.topics.split(","), listener=Listener())
-    values = []
+    values, distinct = [], set()
     progress = Progress()
     deadline = time.monotonic() + options.seconds
     while len(values) < options.records and time.monotonic() < deadline and not stopped(options):
         for records in consumer.poll(200).values():
             values += [r.value.decode() for r in records]
-        progress(len(values))
+            distinct.update(r.value.decode() for r in records)
+        progress(len(distinct))
     committed = {}
     if options.commit and consumer.assignment():
         consumer.commit()

@@ -8,7 +8,7 @@
 // group.protocol, group.instance.id, ...). It polls until it has read N records, or the
 // stop file exists, or S seconds have passed; commits what it read (--commit, synchronous)
 // and closes. On stdout, one JSON object a line: {"assigned": [...]} at every change of its
-// assignment, {"count": N} at most twice a second while what it has read grows, then {"read": N, "values": [...], "committed": {"t-0": 12, ...},
+// assignment, {"count": N} (distinct values read) at most twice a second while it grows, then {"read": N, "values": [...], "committed": {"t-0": 12, ...},
 // "member": "...", "generation": G}.
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -64,6 +64,7 @@ public class GroupConsumer {
         config.putIfAbsent("auto.offset.reset", "earliest");
         config.putIfAbsent("enable.auto.commit", "false");
         List<String> values = new ArrayList<>();
+        Set<String> distinct = new HashSet<>();
         Set<TopicPartition> held = new TreeSet<>(Comparator.comparing(TopicPartition::toString));
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(config)) {
             ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
@@ -94,9 +95,10 @@ public class GroupConsumer {
                     && (stopFile == null || !Files.exists(Path.of(stopFile)))) {
                 for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(200))) {
                     values.add(record.value());
+                    distinct.add(record.value());
                 }
-                if (values.size() != reported && System.nanoTime() - reportedAt > 500_000_000L) {
-                    reported = values.size();
+                if (distinct.size() != reported && System.nanoTime() - reportedAt > 500_000_000L) {
+                    reported = distinct.size();
                     reportedAt = System.nanoTime();
                     System.out.println("{\"count\": " + reported + "}");
                     System.out.flush();
