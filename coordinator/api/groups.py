@@ -69,12 +69,15 @@ class GroupApi(ApiPart):
             session_timeout=request.session_timeout_ms / 1000, rebalance_timeout=rebalance_timeout / 1000,
             protocol_type=request.protocol_type, protocols=protocols,
             require_known_member_id=header.api_version >= 4, reason=request.reason)
+        leader, members = reply.leader, reply.members
+        if reply.skip_assignment and header.api_version < 9:  # a static leader back: a follower's answer
+            leader, members = reply.replaced, ()
         return m.JoinGroupResponse(
             error_code=reply.error, generation_id=reply.generation, protocol_type=reply.protocol_type,
             protocol_name=reply.protocol_name if header.api_version >= 7 else (reply.protocol_name or ""),
-            leader=reply.leader, member_id=reply.member_id,
+            leader=leader, member_id=reply.member_id, skip_assignment=reply.skip_assignment,
             members=[m.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
-                     for mid, iid, meta in reply.members])
+                     for mid, iid, meta in members])
 
     async def sync_group(self, header, request, client):
         if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):

@@ -14,7 +14,7 @@ import math
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from protocol import ErrorCode
 
@@ -83,6 +83,11 @@ class JoinReply:
     protocol_name: str | None = None
     leader: str = ""
     members: tuple[tuple[str, str | None, bytes], ...] = ()  # the leader's view
+    # a static leader back within its session (KIP-345, KIP-814): it is not to assign again.
+    # JoinGroup v9+ says so (skip_assignment, members for its metadata); below v9 the answer
+    # names `replaced` (its member id before) as the leader, with no members: a follower
+    skip_assignment: bool = False
+    replaced: str = ""
 
 
 @dataclass(frozen=True)
@@ -471,8 +476,11 @@ class Group:
         if self.leader == old_id:
             self.leader = new_id
         self._arm(member, now + member.session_timeout)
-        if self.state == GroupState.STABLE and unchanged:
-            return self._join_reply(member)  # same identity, same assignment: no rebalance
+        if self.state == GroupState.STABLE and unchanged:  # same identity, same assignment: no rebalance
+            reply = self._join_reply(member)
+            if new_id == self.leader:  # as Kafka answers: had it assign again, it would rejoin
+                reply = replace(reply, skip_assignment=True, replaced=old_id)
+            return reply
         return self._rejoin(now, member, fields, why)
 
     def _rejoin(self, now: float, member: Member, fields: dict, why: str) -> JoinReply | Wait:

@@ -34,11 +34,6 @@ CLIENT_NAMES = list(CLIENTS)
 # Cells known not to pass, with the reason (strict: a cell that passes fails the run, so
 # this list stays true).
 KNOWN: dict[tuple[str, str, str], str] = {
-    **{("kafka-python (classic)", "static return", broker):
-       "groupkeeper's, issue 38: kafka-python (JoinGroup v7) is answered as the leader with the member list when "
-       "it rejoins under its instance id, acts as leader and rejoins, and the group rebalances ('leader "
-       "rejoined'); Kafka answers a static leader below v9 with the old leader id and no members"
-       for broker in BROKERS},
     **{("franz-go (consumer)", "static return", broker):
        "the client's: franz-go 1.22.3 leaves a KIP-848 static member (epoch -2) without its instance id, which "
        "Kafka 4.4's own coordinator refuses too (INVALID_REQUEST, 'InstanceId can't be null'), so the member is "

@@ -7,14 +7,13 @@ conformance matrix: tests/conformance.)"""
 
 from __future__ import annotations
 
-import time
 
 from kafka import KafkaProducer
 
 from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from protocol.schemas import FIND_COORDINATOR
 from tests.support.clients import RawConnection, committed
-from tests.support.kafka import broker_groups, create_topic, run_tool
+from tests.support.kafka import broker_groups, create_topic
 from tests.support.members import CLIENTS, Member
 
 

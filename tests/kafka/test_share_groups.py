@@ -16,12 +16,11 @@ import queue
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from protocol.schemas import FIND_COORDINATOR, SHARE_GROUP_DESCRIBE
+from protocol.schemas import SHARE_GROUP_DESCRIBE
 from tests.support.kafka import broker_groups, create_topic, java_command, java_program, kraft, run_tool
 from tools.kafka_admin import NodeConnection
 

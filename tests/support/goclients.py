@@ -3,7 +3,7 @@ members with the contract of tests/kafka/java/GroupConsumer.java, and a franz-go
 built by `make install` into var/go/bin/goclients.
 
 `go_group_read` runs one member to its end and returns its last line; `go_group_member`
-starts one in the background (a mixed group's member, a `GoMember`: wait for what it
+starts one in the background (a mixed group's member, a `MemberProcess`: wait for what it
 reports, then stop it with its stop file); `go_produce` produces numbered records with franz-go.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.support.member_process import MemberProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("GROUPKEEPER_GOCLIENTS", ROOT / "var" / "go" / "bin" / "goclients"))
@@ -84,87 +84,14 @@ def go_group_read(bootstrap: str, group: str, topics, records: int | None, clien
     return {**printed[last], "assignments": [p["assigned"] for p in printed[:last] if "assigned" in p]}
 
 
-class GoMember:
-    """One member started in the background (`go_group_member`): `process` is its Popen,
-    whose stdout a thread reads; `assignments` every assignment it reported, `count` how many
-    records it has read so far, `result` its last line once it has stopped."""
-
-    def __init__(self, command: list[str], log: Path, stop_file: Path | None):
-        self.log, self.stop_file = Path(log), stop_file
-        self.assignments: list[list[str]] = []
-        self.count = 0
-        self.result: dict | None = None
-        self._changed = threading.Condition()
-        with open(log, "ab") as stderr:
-            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr,
-                                            stdin=subprocess.DEVNULL, text=True, cwd=ROOT)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for printed in lines_of(self.process.stdout):
-            with self._changed:
-                if "assigned" in printed and self.result is None:
-                    self.assignments.append(printed["assigned"])
-                elif "count" in printed:
-                    self.count = printed["count"]
-                elif "read" in printed:
-                    self.result, self.count = printed, printed["read"]
-                self._changed.notify_all()
-        with self._changed:
-            self._changed.notify_all()
-
-    @property
-    def assigned(self) -> set[str]:
-        with self._changed:
-            return set(self.assignments[-1]) if self.assignments else set()
-
-    def wait_for(self, condition, what: str, timeout: float = 60.0) -> None:
-        """Until `condition(self)` holds (checked at each line it prints); fails with its log
-        if it ends first or `timeout` passes."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while not condition(self):
-                if not self._reader.is_alive():
-                    raise AssertionError(f"the Go member ended ({self.process.poll()}) before {what}:\n"
-                                         f"{self.log_tail()}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"the Go member never reached {what} (assignments "
-                                         f"{self.assignments[-3:]}):\n{self.log_tail()}")
-                self._changed.wait(min(left, 0.5))
-
-    def stop(self, timeout: float = 60.0) -> dict:
-        """Touches its stop file: it commits, says what it read and closes; its last line."""
-        assert self.stop_file is not None, "started without a stop file"
-        Path(self.stop_file).touch()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"the Go member did not stop in {timeout} s:\n{self.log_tail()}") from None
-        self._reader.join(10)
-        assert self.process.returncode == 0 and self.result is not None, \
-            f"the Go member exited {self.process.returncode}:\n{self.log_tail()}"
-        return self.result
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-    def log_tail(self, size: int = 6000) -> str:
-        return self.log.read_text(errors="replace")[-size:] if self.log.exists() else ""
-
-
 def go_group_member(bootstrap: str, group: str, topics, records: int | None = None, client: str = "franz",
-                    protocol: str = "classic", *, log: Path, stop_file: Path | None = None, **opts) -> GoMember:
+                    protocol: str = "classic", *, log: Path, stop_file: Path | None = None, **opts) -> MemberProcess:
     """One member started in the background, for mixed groups: its stderr (the client's log)
     in `log`; with `stop_file` (default: beside the log), `stop()` ends it."""
     stop_file = Path(stop_file) if stop_file else Path(log).with_suffix(".stop")
     stop_file.unlink(missing_ok=True)
     command = go_command(bootstrap, group, topics, records, client, protocol, stop_file=stop_file, **opts)
-    return GoMember(command, log, stop_file)
+    return MemberProcess(f"goclients --client {client} --protocol {protocol}", command, log, stop_file)
 
 
 def go_produce(bootstrap: str, topic: str, records: int, partitions: int = 0, prefix: str = "go",

@@ -1,24 +1,20 @@
 """Group members of every client, driven alike: each is a process of its own (the Java
 client's GroupConsumer.java, kafka-python and librdkafka through tests/support/pymember.py,
 the Go clients' program) that prints {"assigned": [...]} at every change of its assignment,
-{"count": N} (distinct values read) as that grows and a last {"read": N, "values": [...], "committed": {...}} line.
+{"count": N} (distinct values read) as that grows and a last {"read": N, "values": [...],
+"committed": {...}} line.
 
-`CLIENTS` names each client and protocol the conformance tests know; `Member` starts one,
-follows what it prints, and stops it (a stop file, then its own close)."""
+`CLIENTS` names each client and protocol the conformance tests know; `Member` starts one
+(a MemberProcess: it follows what the process prints and stops it through a stop file)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support import goclients, kafka as java
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.member_process import MemberProcess
 
 
 @dataclass(frozen=True)
@@ -40,7 +36,7 @@ CLIENTS = {c.name: c for c in [
 ]}
 
 
-class Member:
+class Member(MemberProcess):
     """One member of `group` reading `topics` (or the topics matching `pattern`) from
     `bootstrap`: started at once; `records`: it stops by itself once it has read that many."""
 
@@ -50,19 +46,10 @@ class Member:
         self.client = client
         self.stop_file = directory / f"stop-{group}-{instance_id or id(self)}"
         self.stop_file.unlink(missing_ok=True)
-        self.log_path = directory / f"member-{client.program}-{group}-{instance_id or id(self)}.log"
         command = self._command(bootstrap, group, topics, pattern, records, seconds, commit, instance_id,
                                 session_timeout_ms, strategy)
-        self.assignments: list[list[str]] = []  # every assignment it reported, in order
-        self.result: dict | None = None
-        self.count = 0  # distinct records read, as it last said
-        self._changed = threading.Condition()
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-                                        cwd=ROOT, text=True)
-        log.close()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__(client.name, command,
+                         directory / f"member-{client.program}-{group}-{instance_id or id(self)}.log", self.stop_file)
 
     def _command(self, bootstrap, group, topics, pattern, records, seconds, commit, instance_id, session_ms,
                  strategy) -> list[str]:
@@ -99,63 +86,3 @@ class Member:
         args += ["--strategy", strategy] if strategy else []
         return [sys.executable, "-m", "tests.support.pymember", *args]
 
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            try:
-                fields = json.loads(line)
-            except ValueError:
-                continue
-            with self._changed:
-                if "assigned" in fields:
-                    self.assignments.append(fields["assigned"])
-                elif "count" in fields:
-                    self.count = fields["count"]
-                elif "read" in fields:
-                    self.result = fields
-                    self.count = len(set(fields["values"]))
-                self._changed.notify_all()
-
-    @property
-    def assigned(self) -> set[str]:
-        with self._changed:
-            return set(self.assignments[-1]) if self.assignments else set()
-
-    def wait_for(self, condition, timeout: float = 90.0, what: str = "the condition") -> None:
-        """Until `condition(self)` holds; fails with the member's log if it exits first."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while not condition(self):
-                if self.process.poll() is not None and self.result is None and not self._reader.is_alive():
-                    raise AssertionError(f"{self.client.name} exited {self.process.returncode} before "
-                                         f"{what}:\n{self.log_tail()}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"{self.client.name} never reached {what} (assignments "
-                                         f"{self.assignments[-3:]}):\n{self.log_tail()}")
-                self._changed.wait(min(left, 0.5))
-
-    def stop(self, timeout: float = 90.0) -> dict:
-        """Asks it to stop (it commits, prints what it read, and closes); its last line."""
-        self.stop_file.touch()
-        return self.finish(timeout)
-
-    def finish(self, timeout: float = 90.0) -> dict:
-        """Waits for it to end by itself; its last line."""
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError(f"{self.client.name} did not end in {timeout} s:\n{self.log_tail()}") from None
-        self._reader.join(10)
-        assert self.result is not None, f"{self.client.name} exited {self.process.returncode} " \
-                                        f"without its result:\n{self.log_tail()}"
-        return self.result
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-    def log_tail(self, size: int = 4000) -> str:
-        return self.log_path.read_text(errors="replace")[-size:] if self.log_path.exists() else ""
