@@ -39,6 +39,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
        "Kafka 4.4's own coordinator refuses too (INVALID_REQUEST, 'InstanceId can't be null'), so the member is "
        "not released and its return waits out its session (tests/kafka/test_go_clients.py shows Kafka's answer)"
        for broker in BROKERS},
+    ("Java (consumer)", "regex", "Tansu"):
+        "Tansu's: the Java client asks Metadata for a topic it knows only by id (the topic made later, assigned "
+        "by groupkeeper with its id) with the name \"\" and the id; Kafka resolves it by the id, Tansu answers "
+        "INVALID_TOPIC_EXCEPTION (tests/tansu/test_tansu.py shows Tansu's answer), so the client never reads it",
 }
 # Cells that cannot be: the client has no such feature.
 ABSENT = {("sarama (classic)", "regex"): "sarama's ConsumerGroup subscribes to topics by name only: it has no "

@@ -128,3 +128,23 @@ def _log_ends(read: Iterable[tuple[int, int]]) -> dict[int, int]:
     for partition, offset in read:
         ends[partition] = max(ends.get(partition, 0), offset + 1)
     return ends
+
+
+def test_a_metadata_topic_named_by_id_with_an_empty_name_is_refused(tansu):  # noqa: F811 - the fixture
+    """Tansu looks a Metadata v12 topic up by its name when one is given, even "": the Java
+    client (4.4) asks for topics it knows only by id (a KIP-848 assignment) with the name ""
+    and the id, which Kafka resolves by the id and Tansu answers INVALID_TOPIC_EXCEPTION (17).
+    A null name is resolved by the id. (The conformance matrix's Java regex cell on Tansu.)"""
+    from protocol.schemas import METADATA
+    from tests.support.clients import RawConnection
+
+    tansu.create_topic("by-id", 2)
+    connection = RawConnection(tansu.port)
+    try:
+        topic_id = connection.call(METADATA, 12, {"topics": [{"name": "by-id"}]}).topics[0].topic_id
+        empty = connection.call(METADATA, 12, {"topics": [{"name": "", "topic_id": topic_id}]}).topics
+        null = connection.call(METADATA, 12, {"topics": [{"name": None, "topic_id": topic_id}]}).topics
+    finally:
+        connection.close()
+    assert [(t.name, t.error_code) for t in empty] == [("", 17)]
+    assert [(t.name, t.error_code) for t in null] == [("by-id", 0)]
