@@ -1,11 +1,13 @@
-"""The test suite, laid out by what a test starts (`make test` runs all but `conformance/`):
+"""The test suite, laid out by what a test starts (`make test` runs all but `conformance/`
+and the modules marked `conformance`, which `make conformance` runs):
 
 - `pure/`: nothing: logic, codecs and rules, with MockClock; in-process sockets at most;
 - `zookeeper/`: a real ZooKeeper (the session's one, conftest.py) and `groupkeeper run`
   processes on it;
 - `tansu/`: Tansu, the light Kafka-protocol broker, behind the gateway;
 - `kafka/`: Apache Kafka 4.4 (KRaft) from the jars `make install` caches, with the Java
-  client, Kafka's own tools and the Go clients;
+  client, Kafka's own tools and the Go clients (the Go clients', the cluster-changes and the
+  share-group modules are marked `conformance`);
 - `bench/`: the benchmarks (`groupkeeper bench ...`) run small, for correctness only;
 - `conformance/`: the client x broker matrix (`make conformance`), which writes the table
   in docs/conformance.md;

@@ -70,12 +70,18 @@ class GroupApi(ApiPart):
             protocol_type=request.protocol_type, protocols=protocols,
             require_known_member_id=header.api_version >= 4, reason=request.reason)
         leader, members = reply.leader, reply.members
-        if reply.skip_assignment and header.api_version < 9:  # a static leader back: a follower's answer
+        # A static leader back within its session, its assignment kept: below v9 Kafka names its
+        # old member id as leader, with no members, and so do we. From v9 Kafka names it leader
+        # with skip_assignment (KIP-814); we name it leader without: the assignment here is the
+        # server's, whose bytes a client that checks its own plan against the stored one (franz-go
+        # 1.22, on skip_assignment) finds different from its own encoding, and rejoins; asked to
+        # assign, it syncs, and the stored assignment answers it (the Java client alike).
+        if reply.replaced and header.api_version < 9:
             leader, members = reply.replaced, ()
         return m.JoinGroupResponse(
             error_code=reply.error, generation_id=reply.generation, protocol_type=reply.protocol_type,
             protocol_name=reply.protocol_name if header.api_version >= 7 else (reply.protocol_name or ""),
-            leader=leader, member_id=reply.member_id, skip_assignment=reply.skip_assignment,
+            leader=leader, member_id=reply.member_id,
             members=[m.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
                      for mid, iid, meta in members])
 

@@ -83,10 +83,9 @@ class JoinReply:
     protocol_name: str | None = None
     leader: str = ""
     members: tuple[tuple[str, str | None, bytes], ...] = ()  # the leader's view
-    # a static leader back within its session (KIP-345, KIP-814): it is not to assign again.
-    # JoinGroup v9+ says so (skip_assignment, members for its metadata); below v9 the answer
-    # names `replaced` (its member id before) as the leader, with no members: a follower
-    skip_assignment: bool = False
+    # a static leader back within its session (KIP-345): the member id it had before. Below
+    # JoinGroup v9 the answer names that id as the leader, with no members: a follower's
+    # answer, so the client does not assign and rejoin (v9+: see GroupApi.join_group)
     replaced: str = ""
 
 
@@ -479,7 +478,7 @@ class Group:
         if self.state == GroupState.STABLE and unchanged:  # same identity, same assignment: no rebalance
             reply = self._join_reply(member)
             if new_id == self.leader:  # as Kafka answers: had it assign again, it would rejoin
-                reply = replace(reply, skip_assignment=True, replaced=old_id)
+                reply = replace(reply, replaced=old_id)
             return reply
         return self._rejoin(now, member, fields, why)
 

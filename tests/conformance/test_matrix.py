@@ -15,6 +15,8 @@ from protocol.schemas import FIND_COORDINATOR
 from tests.support.clients import RawConnection, committed
 from tests.support.members import CLIENTS, Member
 
+pytestmark = pytest.mark.conformance  # `make conformance` (tests/conftest.py)
+
 BROKERS = ["Kafka 4.4", "Tansu"]
 SCENARIOS = ["reads, commits", "two share, one leaves", "static return", "regex"]
 SCENARIO_TEXT = {

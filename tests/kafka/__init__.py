@@ -4,4 +4,8 @@ front of a real cluster, the Java client, Kafka's own tools and the Go clients.
 Which tests share what: every module here except those that change the cluster under the
 gateway shares one three-node cluster (conftest.py's `kafka`, package scope), each test
 with topics and groups named for itself; `test_cluster_changes.py` starts a three-node
-cluster of its own, since it kills and moves what the others would read."""
+cluster of its own, since it kills and moves what the others would read.
+
+`make test` runs test_gateway_clients.py and test_consumer_groups_tool.py; the Go clients',
+the cluster-changes and the share-group modules are marked `conformance` and run in
+`make conformance`, which keeps `make test` within its 20 minutes."""

@@ -44,6 +44,8 @@ from tests.support.kafka import (KraftCluster, broker_groups, java_command, kraf
                                  start_gateway, wait_for_brokers)
 from tools.kafka_admin import NodeConnection, Unreachable
 
+pytestmark = pytest.mark.conformance  # `make conformance` (tests/conftest.py)
+
 PARTITIONS = 3
 RATE = 40  # records a second from each producer
 MEMBERS = 2  # librdkafka consumers in each test's group

@@ -18,6 +18,8 @@ from tests.support.clients import RawConnection, committed
 from tests.support.goclients import go_group_member, go_group_read, go_produce
 from tests.support.kafka import broker_groups, create_topic
 
+pytestmark = pytest.mark.conformance  # `make conformance` (tests/conftest.py)
+
 TOPICS = {"go-clients-a": 3, "go-clients-b": 2}  # name: partitions
 RECORDS = 250  # a topic
 

@@ -24,6 +24,8 @@ from protocol.schemas import SHARE_GROUP_DESCRIBE
 from tests.support.kafka import broker_groups, create_topic, java_command, java_program, kraft, run_tool
 from tools.kafka_admin import NodeConnection
 
+pytestmark = pytest.mark.conformance  # `make conformance` (tests/conftest.py)
+
 TOPIC = "share-groups-orders"
 GROUP = "share-groups-readers"
 PARTITIONS = 4

@@ -559,11 +559,11 @@ async def test_a_leader_that_never_syncs_is_removed_at_the_rebalance_timeout(aut
         nursery.cancel_scope.cancel()
 
 
-def test_a_static_leader_back_within_its_session_is_not_asked_to_assign_again():
-    """KIP-345/KIP-814, as Kafka answers: a static leader restarted within its session keeps
-    its assignment without a rebalance and is told to skip the assignment (below JoinGroup v9
-    the API names its old member id as leader instead); a static follower's answer is a
-    follower's. Before, the leader was asked to assign, and its clients rejoined (issue 38)."""
+def test_a_static_leader_back_within_its_session_keeps_its_place_and_its_old_id_is_named():
+    """KIP-345: a static leader restarted within its session keeps its assignment without a
+    rebalance, and its reply names the member id it had before (below JoinGroup v9 the API
+    names that id as leader: a follower's answer); a static follower's answer is a
+    follower's. Before, a client below v9 was asked to assign, and rejoined (issue 38)."""
     g = _group()
     leader, follower = _join(g, 0, instance="pod-1"), _join(g, 0, instance="pod-2")
     g.tick(1)
@@ -571,19 +571,19 @@ def test_a_static_leader_back_within_its_session_is_not_asked_to_assign_again():
     g.persisted(1, 1)
     _drain(g)
     again = _join(g, 5, instance="pod-1")
-    assert again.error == E.NONE and again.skip_assignment and again.replaced == leader.member_id
+    assert again.error == E.NONE and again.replaced == leader.member_id
     assert again.leader == again.member_id != leader.member_id
     assert {mid for mid, _, _ in again.members} == {again.member_id, follower.member_id}
     assert g.state == S.STABLE and g.generation == 1
     assert g.sync(5, again.member_id, 1, "pod-1", None, None, {}).assignment == b"L"
     back = _join(g, 6, instance="pod-2")
-    assert not back.skip_assignment and back.leader == again.member_id and back.members == ()
+    assert not back.replaced and back.leader == again.member_id and back.members == ()
     assert g.sync(6, back.member_id, 1, "pod-2", None, None, {}).assignment == b"F"
     assert g.state == S.STABLE and g.generation == 1 and not _drain(g)
 
 
 @pytest.mark.parametrize("version", [5, 7, 8, 9])
-async def test_joingroup_tells_a_static_leader_back_to_skip_the_assignment_in_its_version(autojump_clock, version):
+async def test_joingroup_answers_a_static_leader_back_as_a_follower_below_v9(autojump_clock, version):
     from protocol import RequestHeader, decode_request, encode_request
     from protocol import messages as m
     from protocol.schemas import JOIN_GROUP
@@ -606,8 +606,8 @@ async def test_joingroup_tells_a_static_leader_back_to_skip_the_assignment_in_it
                                         protocol_type=None, protocol_name=None, assignments={})).error == E.NONE
         again = await join()
         assert again.error_code == E.NONE and again.generation_id == first.generation_id
-        if version >= 9:
-            assert again.skip_assignment and again.leader == again.member_id and len(again.members) == 1
+        if version >= 9:  # named leader, not told to skip (GroupApi.join_group says why)
+            assert not again.skip_assignment and again.leader == again.member_id and len(again.members) == 1
         else:  # a follower's answer: the old id leads, no members
             assert again.leader == first.member_id != again.member_id and again.members == []
         assert world.groups.group("g").generation == first.generation_id
