@@ -73,8 +73,8 @@ test: install
 
 # The client x broker matrix (tests/conformance: every client and protocol through the
 # gateway in front of Kafka 4.4 and Tansu; writes docs/conformance.md from the results), and
-# the heavier Kafka modules marked `conformance` (the Go clients, a cluster changing under the
-# gateway, share groups).
+# the Kafka modules (tests/kafka, all marked `conformance`: the clients, Kafka's tools, the Go
+# clients, a cluster changing under the gateway, share groups).
 conformance: install
 	@GROUPKEEPER_CONFORMANCE=1 $(PY) -m pytest -m conformance tests/conformance tests/kafka $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make conformance: pytest collected no tests" >&2; exit 1; fi; \

@@ -6,8 +6,8 @@ and the modules marked `conformance`, which `make conformance` runs):
   processes on it;
 - `tansu/`: Tansu, the light Kafka-protocol broker, behind the gateway;
 - `kafka/`: Apache Kafka 4.4 (KRaft) from the jars `make install` caches, with the Java
-  client, Kafka's own tools and the Go clients (the Go clients', the cluster-changes and the
-  share-group modules are marked `conformance`);
+  client, Kafka's own tools and the Go clients (every module marked `conformance`: they run
+  in `make conformance`, beside the matrix);
 - `bench/`: the benchmarks (`groupkeeper bench ...`) run small, for correctness only;
 - `conformance/`: the client x broker matrix (`make conformance`), which writes the table
   in docs/conformance.md;

@@ -6,6 +6,5 @@ gateway shares one three-node cluster (conftest.py's `kafka`, package scope), ea
 with topics and groups named for itself; `test_cluster_changes.py` starts a three-node
 cluster of its own, since it kills and moves what the others would read.
 
-`make test` runs test_gateway_clients.py and test_consumer_groups_tool.py; the Go clients',
-the cluster-changes and the share-group modules are marked `conformance` and run in
-`make conformance`, which keeps `make test` within its 20 minutes."""
+Every module here is marked `conformance`: `make conformance` runs them beside the matrix
+(`.ci/run` runs it after `make test`), which keeps `make test` within its 20 minutes."""

@@ -30,6 +30,7 @@ import re
 import subprocess
 import time
 
+import pytest
 from click.testing import CliRunner
 from confluent_kafka import TopicPartition as CKPartition
 from kafka import KafkaProducer, TopicPartition
@@ -39,6 +40,8 @@ from tools.cli import main
 from tools.groups_cli import NO_ACTION_WARNING
 from tests.support.clients import CK, kp_commit, kp_consumer
 from tests.support.kafka import broker_groups, create_topic, kraft
+
+pytestmark = pytest.mark.conformance  # `make conformance` (tests/conftest.py)
 
 ORDERS, AUDIT = "cgt-orders", "cgt-audit"
 CLASSIC, CONSUMER = "cgt-classic", "cgt-consumer"  # sorted, as Kafka's tool orders groups (a TreeMap)

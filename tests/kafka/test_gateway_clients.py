@@ -8,6 +8,7 @@ conformance matrix: tests/conformance.)"""
 from __future__ import annotations
 
 
+import pytest
 from kafka import KafkaProducer
 
 from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
@@ -15,6 +16,8 @@ from protocol.schemas import FIND_COORDINATOR
 from tests.support.clients import RawConnection, committed
 from tests.support.kafka import broker_groups, create_topic
 from tests.support.members import CLIENTS, Member
+
+pytestmark = pytest.mark.conformance  # `make conformance` (tests/conftest.py)
 
 
 def produce(bootstrap: str, topic: str, count: int, prefix: str, partitions: int | None = None) -> list[str]:

@@ -143,13 +143,16 @@ def kp_assigned(consumer: KafkaConsumer) -> set[tuple[str, int]]:
     return {(tp.topic, tp.partition) for tp in consumer.assignment()}
 
 
-def poll_until(condition, *consumers, timeout: float = 45.0) -> None:
-    """Poll every consumer in turn until `condition()` holds, failing after `timeout`."""
+def poll_until(condition, *consumers, timeout: float = 45.0, kp_poll_ms: int = 100) -> None:
+    """Poll every consumer in turn until `condition()` holds, failing after `timeout`.
+    `kp_poll_ms`: each kafka-python poll's timeout. A kafka-python 3.0.12 member whose
+    rejoin outlives one poll can wedge (kp_consumer says how): where a rejoin waits for
+    another member, give its poll long enough for the join to end inside it."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not reached in time"
         for c in consumers:
-            c.poll(timeout_ms=100) if isinstance(c, KafkaConsumer) else c.poll()
+            c.poll(timeout_ms=kp_poll_ms) if isinstance(c, KafkaConsumer) else c.poll()
 
 
 class RawConnection:

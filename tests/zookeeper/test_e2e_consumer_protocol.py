@@ -238,15 +238,16 @@ def test_a_live_classic_group_migrates_to_the_consumer_protocol_and_back(groupke
     old = CK(groupkeeper.bootstrap, "migrating", TOPIC)
     new = None
     try:
+        # kafka-python's rejoins here wait for librdkafka's: each within one poll (poll_until)
         poll_until(lambda: kp_assigned(kp) and old.assigned and not kp_assigned(kp) & old.assigned
-                   and kp_assigned(kp) | old.assigned == ALL, kp, old)
+                   and kp_assigned(kp) | old.assigned == ALL, kp, old, kp_poll_ms=3000)
         kp_commit(kp, {TopicPartition(t, p): OffsetAndMetadata(300 + p, "", -1) for t, p in kp_assigned(kp)})
         old.consumer.commit(offsets=[CKPartition(t, p, 300 + p) for t, p in old.assigned], asynchronous=False)
         old.consumer.close()
         new = consumer(groupkeeper, "migrating")
         groupkeeper.wait_for_log("group upgraded to the consumer protocol", group="migrating")
         poll_until(lambda: kp_assigned(kp) and new.assigned and not kp_assigned(kp) & new.assigned
-                   and kp_assigned(kp) | new.assigned == ALL, kp, new)
+                   and kp_assigned(kp) | new.assigned == ALL, kp, new, kp_poll_ms=3000)
         raw = RawConnection(groupkeeper.port)
         try:
             described = raw.call(CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["migrating"]}).groups[0]
@@ -259,7 +260,7 @@ def test_a_live_classic_group_migrates_to_the_consumer_protocol_and_back(groupke
         kp_commit(kp, {TopicPartition(t, p): OffsetAndMetadata(400 + p, "", -1) for t, p in mine})
         new.consumer.close()  # the last consumer-protocol member leaves: classic again
         groupkeeper.wait_for_log("group downgraded to the classic protocol", group="migrating")
-        poll_until(lambda: kp_assigned(kp) == ALL, kp)
+        poll_until(lambda: kp_assigned(kp) == ALL, kp, kp_poll_ms=3000)
         committed = {p: kp.committed(TopicPartition(TOPIC, p)) for p in range(PARTITIONS)}
         assert committed == {p: 400 + p if (TOPIC, p) in mine else 300 + p for p in range(PARTITIONS)}
         groupkeeper.wait_for_log("rebalance completed", group="migrating")  # a classic generation again
