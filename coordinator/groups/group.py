@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from protocol import ErrorCode
+from protocol import ErrorCode, ProtocolError
+from protocol.consumer import decode_subscription
 
 from .consumer_group import ConsumerGroupConfig
 from .state import TRANSITIONS, GroupState, IllegalTransition
@@ -468,7 +469,7 @@ class Group:
             self.outbox.append(JoinReply(old_id, E.FENCED_INSTANCE_ID))
         if member.awaiting_sync:
             self.outbox.append(SyncReply(old_id, E.FENCED_INSTANCE_ID))
-        unchanged = member.protocols == fields["protocols"]
+        unchanged = _same_subscription(member.protocols, fields["protocols"], self.protocol_type)
         self._update(member, member_id=new_id, awaiting_join=False, awaiting_sync=False, timer=None, **fields)
         self.members[new_id] = member
         self.static[instance_id] = new_id
@@ -728,3 +729,24 @@ class Group:
             self._after_removal(now, "member expired")
         else:
             self._maybe_complete_join(now)
+
+
+def subscribed_topics(metadata: bytes) -> tuple[str, ...]:
+    """The topics a consumer-protocol subscription names (none when it cannot be read)."""
+    try:
+        return tuple(decode_subscription(metadata)[1].topics)
+    except ProtocolError:
+        return ()
+
+
+def _same_subscription(old: list[tuple[str, bytes]], new: list[tuple[str, bytes]], protocol_type: str | None) -> bool:
+    """Whether a static member back under its instance id keeps its place without a
+    rebalance. Kafka keeps it when its protocols would not change the group's vote; the
+    assignment here is the server's, so the topics it subscribes to must stay too. Its user
+    data may change: a cooperative member restarted owns nothing yet, where the one before
+    named what it held."""
+    if [name for name, _ in old] != [name for name, _ in new]:
+        return False
+    if protocol_type != "consumer":
+        return old == new
+    return all(subscribed_topics(a) == subscribed_topics(b) for (_, a), (_, b) in zip(old, new))

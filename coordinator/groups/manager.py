@@ -32,7 +32,7 @@ from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error
 from ..events import DISCARD, EventSink
 from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, HeartbeatReply, by_topic
 from .group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
-                    PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait)
+                    PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait, subscribed_topics)
 from .migration import downgrade, may_downgrade, may_upgrade, upgrade
 from .snapshot import consumer_changes, snapshot
 from .state import GroupState
@@ -750,8 +750,4 @@ def _partitions(assignment: bytes) -> dict[str, list[int]]:
         return {}
 
 
-def _topics(metadata: bytes) -> tuple[str, ...]:
-    try:
-        return tuple(decode_subscription(metadata)[1].topics)
-    except ProtocolError:
-        return ()
+_topics = subscribed_topics
