@@ -4,15 +4,11 @@ conftest.py writes docs/conformance.md from the outcomes."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
-from kafka import KafkaProducer
 
-from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
-from protocol.schemas import FIND_COORDINATOR
-from tests.support.clients import RawConnection, committed
+from tests.support.clients import committed, held_by_groupkeeper, produce_values
 from tests.support.members import CLIENTS, Member
 
 pytestmark = pytest.mark.conformance  # `make conformance` (tests/conftest.py)
@@ -55,38 +51,15 @@ def slug(*parts: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-")
 
 
-def produce(bootstrap: str, topic: str, count: int, prefix: str, partitions: int) -> list[str]:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    values = [f"{prefix}-{i}" for i in range(count)]
-    try:
-        for future in [producer.send(topic, v.encode(), partition=i % partitions) for i, v in enumerate(values)]:
-            future.get(timeout=60)
-    finally:
-        producer.close()
-    return values
-
-
-def held_by_groupkeeper(front, group: str) -> None:
-    connection = RawConnection(front.gateway.port)
-    try:
-        found = connection.call(FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
-    finally:
-        connection.close()
-    assert found.error_code == 0 and found.node_id >= INSTANCE_NODE_BASE
-    assert group not in front.broker_groups()
-
-
 def rebalances(front, group: str) -> int:
     """Generations and group epochs groupkeeper has logged for `group` so far."""
-    return sum(1 for line in front.gateway.log_path.read_text().splitlines()
-               if line.startswith("{") and f'"{group}"' in line
-               and json.loads(line).get("event") in ("rebalance completed", "group epoch bumped")
-               and json.loads(line).get("group") == group)
+    return sum(1 for entry in front.gateway.events()
+               if entry.get("group") == group and entry.get("event") in ("rebalance completed", "group epoch bumped"))
 
 
 def reads_and_commits(front, client, name, tmp_path):
     front.create_topic(name, 3)
-    values = produce(front.gateway.bootstrap, name, 300, name, 3)
+    values = produce_values(front.gateway.bootstrap, name, 300, name, 3)
     member = Member(client, front.gateway.bootstrap, name, tmp_path, topics=(name,), records=len(values))
     try:
         result = member.finish(120)
@@ -103,11 +76,11 @@ def two_share_one_leaves(front, client, name, tmp_path):
                             session_timeout_ms=10_000) for _ in range(2))
     try:
         first.wait_for(lambda m: len(m.assigned) == 2 and len(second.assigned) == 2, what="two partitions each")
-        values = produce(front.gateway.bootstrap, name, 200, name, 4)
+        values = produce_values(front.gateway.bootstrap, name, 200, name, 4)
         first.wait_for(lambda m: m.count + second.count >= len(values), what="the two reading every record")
         gone = first.stop()
         second.wait_for(lambda m: len(m.assigned) == 4, what="every partition, once the other left")
-        more = produce(front.gateway.bootstrap, name, 100, f"{name}-more", 4)
+        more = produce_values(front.gateway.bootstrap, name, 100, f"{name}-more", 4)
         second.wait_for(lambda m: m.count >= 100 + 100, what="what followed")
         stays = second.stop()
     finally:
@@ -119,7 +92,7 @@ def two_share_one_leaves(front, client, name, tmp_path):
 
 def static_return(front, client, name, tmp_path):
     front.create_topic(name, 2)
-    half = produce(front.gateway.bootstrap, name, 100, f"{name}-a", 2)
+    half = produce_values(front.gateway.bootstrap, name, 100, f"{name}-a", 2)
     first = Member(client, front.gateway.bootstrap, name, tmp_path, topics=(name,), instance_id="one",
                    session_timeout_ms=30_000, records=len(half))
     try:
@@ -129,7 +102,7 @@ def static_return(front, client, name, tmp_path):
         first.kill()
     assert sorted(before["values"]) == sorted(half)
     generations = rebalances(front, name)
-    rest = produce(front.gateway.bootstrap, name, 100, f"{name}-b", 2)
+    rest = produce_values(front.gateway.bootstrap, name, 100, f"{name}-b", 2)
     again = Member(client, front.gateway.bootstrap, name, tmp_path, topics=(name,), instance_id="one",
                    session_timeout_ms=30_000, records=len(rest))
     try:
@@ -154,7 +127,7 @@ def regex(front, client, name, tmp_path):
             member.wait_for(lambda m: m.assigned == wanted | {f"{name}-rx-c-0", f"{name}-rx-c-1"},
                             what="the matching topic made later")
             topics.append(f"{name}-rx-c")
-        values = [v for t in topics for v in produce(front.gateway.bootstrap, t, 10, t, 2)]
+        values = [v for t in topics for v in produce_values(front.gateway.bootstrap, t, 10, t, 2)]
         expected = [v for v in values if "-rx-" in v]
         member.wait_for(lambda m: m.count >= len(expected), what="every matching record")
         result = member.stop()
@@ -182,4 +155,4 @@ def cells():
 def test_cell(front, scenario, client, tmp_path):
     name = slug(scenario, client, front.name)[:60]
     RUN[scenario](front, CLIENTS[client], name, tmp_path)
-    held_by_groupkeeper(front, name)
+    held_by_groupkeeper(front.gateway.port, front.broker_groups(), name)

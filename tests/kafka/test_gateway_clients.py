@@ -9,42 +9,12 @@ from __future__ import annotations
 
 
 import pytest
-from kafka import KafkaProducer
 
-from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
-from protocol.schemas import FIND_COORDINATOR
-from tests.support.clients import RawConnection, committed
+from tests.support.clients import committed, held_by_groupkeeper, produce_values
 from tests.support.kafka import broker_groups, create_topic
 from tests.support.members import CLIENTS, Member
 
 pytestmark = pytest.mark.conformance  # `make conformance` (tests/conftest.py)
-
-
-def produce(bootstrap: str, topic: str, count: int, prefix: str, partitions: int | None = None) -> list[str]:
-    """`count` records through `bootstrap` with kafka-python (acks=all), spread evenly over
-    `partitions` when given; their values."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    values = [f"{prefix}-{i}" for i in range(count)]
-    try:
-        futures = [producer.send(topic, v.encode(), partition=None if partitions is None else i % partitions)
-                   for i, v in enumerate(values)]
-        for future in futures:
-            future.get(timeout=60)
-    finally:
-        producer.close()
-    return values
-
-
-def held_by_groupkeeper(gateway, kafka, group: str) -> None:
-    """FindCoordinator through the gateway names a groupkeeper instance, and no Kafka node's
-    coordinator knows the group."""
-    connection = RawConnection(gateway.port)
-    try:
-        found = connection.call(FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
-    finally:
-        connection.close()
-    assert found.error_code == 0 and found.node_id >= INSTANCE_NODE_BASE and found.port == gateway.port
-    assert group not in broker_groups(kafka)
 
 
 def test_java_librdkafka_and_kafka_python_share_one_group(kafka, gateway, tmp_path):
@@ -62,7 +32,7 @@ def test_java_librdkafka_and_kafka_python_share_one_group(kafka, gateway, tmp_pa
             return all(held) and sum(map(len, held)) == partitions and set().union(*held) == everything
 
         members[0].wait_for(lambda _: shared(), what="three members sharing six partitions")
-        values = produce(gateway.bootstrap, topic, 600, "mixed", partitions)
+        values = produce_values(gateway.bootstrap, topic, 600, "mixed", partitions)
         members[0].wait_for(lambda _: shared() and sum(m.count for m in members) >= len(values),
                             what="the three together reading every record")
         assert shared(), [m.assignments for m in members]
@@ -73,7 +43,7 @@ def test_java_librdkafka_and_kafka_python_share_one_group(kafka, gateway, tmp_pa
     read = [v for r in results for v in r["values"]]
     assert sorted(read) == sorted(values)  # no record twice: nothing moved while they read
     assert sum(committed([gateway.port], group).values()) == len(values)
-    held_by_groupkeeper(gateway, kafka, group)
+    held_by_groupkeeper(gateway.port, broker_groups(kafka), group)
 
 
 def test_static_members_come_back_to_their_partitions(kafka, gateway, tmp_path):
@@ -92,7 +62,7 @@ def test_static_members_come_back_to_their_partitions(kafka, gateway, tmp_path):
         comes_back = Member(CLIENTS["Java (classic)"], gateway.bootstrap, group, tmp_path, instance_id="back", **common)
         comes_back.wait_for(lambda m: m.assigned, what="its partitions back")
         assert comes_back.assigned == before
-        produce(gateway.bootstrap, topic, 40, "static", 4)
+        produce_values(gateway.bootstrap, topic, 40, "static", 4)
         stays.wait_for(lambda m: m.count >= 20, what="reading its half")
         comes_back.wait_for(lambda m: m.count >= 20, what="reading its half")
         assert len(stays.assignments) == seen, stays.assignments
@@ -100,7 +70,7 @@ def test_static_members_come_back_to_their_partitions(kafka, gateway, tmp_path):
     finally:
         stays.kill()
         comes_back.kill()
-    held_by_groupkeeper(gateway, kafka, group)
+    held_by_groupkeeper(gateway.port, broker_groups(kafka), group)
 
 
 def test_the_java_clients_regular_expression_subscription(kafka, gateway, tmp_path):
@@ -115,11 +85,11 @@ def test_the_java_clients_regular_expression_subscription(kafka, gateway, tmp_pa
         create_topic(kafka, "regex-c", 2)
         member.wait_for(lambda m: {"regex-c-0", "regex-c-1"} <= m.assigned, what="the topic made later")
         values = [v for t in ("regex-a", "regex-b", "regex-c", "other-regex")
-                  for v in produce(gateway.bootstrap, t, 10, t, 2)]
+                  for v in produce_values(gateway.bootstrap, t, 10, t, 2)]
         member.wait_for(lambda m: m.count >= 30, what="every matching record")
         result = member.stop()
     finally:
         member.kill()
     assert sorted(result["values"]) == sorted(v for v in values if v.startswith("regex-"))
     assert result["committed"] == {f"regex-{t}-{p}": 5 for t in "abc" for p in (0, 1)}
-    held_by_groupkeeper(gateway, kafka, "regex-readers")
+    held_by_groupkeeper(gateway.port, broker_groups(kafka), "regex-readers")

@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer as CKConsumer
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import CommitFailedError, KafkaConnectionError, RebalanceInProgressError
 from kafka.net.sasl.scram import ScramClient
 
+from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
 from tools.kafka_admin import read_exactly
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.consumer import decode_assignment, encode_assignment, encode_subscription
@@ -587,3 +588,30 @@ def one_generation(members: list[RoamingMember], partitions: set[tuple[str, int]
     owned = [(t, p) for m in members for t, ps in m.assignment.items() for p in ps]
     return (len({m.generation for m in members}) == 1 and len(owned) == len(set(owned))
             and set(owned) == partitions)
+
+
+def produce_values(bootstrap: str, topic: str, count: int, prefix: str, partitions: int | None = None) -> list[str]:
+    """`count` records "PREFIX-i" through `bootstrap` with kafka-python (acks=all), record i
+    to partition i % `partitions` when given; their values."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    values = [f"{prefix}-{i}" for i in range(count)]
+    try:
+        futures = [producer.send(topic, v.encode(), partition=None if partitions is None else i % partitions)
+                   for i, v in enumerate(values)]
+        for future in futures:
+            future.get(timeout=60)
+    finally:
+        producer.close()
+    return values
+
+
+def held_by_groupkeeper(gateway_port: int, broker_groups: set[str], group: str) -> None:
+    """FindCoordinator through the gateway names a groupkeeper instance (this gateway), and
+    the broker's own coordinators (`broker_groups`: the groups they know) do not know it."""
+    connection = RawConnection(gateway_port)
+    try:
+        found = connection.call(FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+    finally:
+        connection.close()
+    assert found.error_code == 0 and found.node_id >= INSTANCE_NODE_BASE and found.port == gateway_port
+    assert group not in broker_groups
