@@ -101,7 +101,8 @@ def pytest_runtest_makereport(item, call):
 def pytest_sessionfinish(session):
     from tests.conformance.test_matrix import BROKERS, CLIENT_NAMES, SCENARIOS
 
-    if not OUTCOMES:
+    every_cell = len(BROKERS) * len(SCENARIOS) * len(CLIENT_NAMES)
+    if len(OUTCOMES) < every_cell:  # a filtered run (-k): the table of the last full run stays
         return
     lines = [
         "# Conformance: clients x scenarios x brokers, through the gateway",
@@ -128,8 +129,9 @@ def pytest_sessionfinish(session):
             for scenario in SCENARIOS:
                 outcome, note = OUTCOMES.get((client, scenario, broker), ("not run", ""))
                 if note:
-                    notes.append(note)
-                    cells.append(f"{outcome} [{len(notes)}]")
+                    if note not in notes:  # one note for every cell of the same reason
+                        notes.append(note)
+                    cells.append(f"{outcome} [{notes.index(note) + 1}]")
                 else:
                     cells.append(outcome)
         lines.append(f"| {client} | " + " | ".join(cells) + " |")

@@ -81,7 +81,8 @@ class MemberProcess:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"{self.name} did not end in {timeout} s:\n{self.log_tail()}") from None
+            raise AssertionError(f"{self.name} did not end in {timeout} s (read {self.count}, assignments "
+                                 f"{self.assignments[-3:]}):\n{self.log_tail()}") from None
         self._reader.join(10)
         assert self.process.returncode == 0 and self.result is not None, \
             f"{self.name} exited {self.process.returncode} without its result:\n{self.log_tail()}"
