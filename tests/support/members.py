@@ -4,7 +4,8 @@ the Go clients' program) that prints {"assigned": [...]} at every change of its 
 {"count": N} (distinct values read) as that grows and a last {"read": N, "values": [...],
 "committed": {...}} line.
 
-`CLIENTS` names each client and protocol the conformance tests know; `Member` starts one
+`CLIENTS` names each client and protocol the conformance tests know (`MORE_CLIENTS`: others,
+aiokafka, that other tests start); `Member` starts one
 (a MemberProcess: it follows what the process prints and stops it through a stop file)."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tests.support.member_process import MemberProcess
 @dataclass(frozen=True)
 class Client:
     name: str  # the conformance matrix's row: client (protocol)
-    program: str  # java, kafka-python, librdkafka, franz-go, sarama
+    program: str  # java, kafka-python, librdkafka, aiokafka, franz-go, sarama
     protocol: str  # classic or consumer (KIP-848)
 
 
@@ -33,6 +34,11 @@ CLIENTS = {c.name: c for c in [
     Client("franz-go (classic)", "franz-go", "classic"),
     Client("franz-go (consumer)", "franz-go", "consumer"),
     Client("sarama (classic)", "sarama", "classic"),
+]}
+# Clients the conformance matrix does not run (yet), for tests of their own to start
+# (tests/tansu/test_static_rejoin.py)
+MORE_CLIENTS = {c.name: c for c in [
+    Client("aiokafka (classic)", "aiokafka", "classic"),
 ]}
 
 

@@ -1,8 +1,8 @@
-"""A group member of an unmodified Python client (kafka-python, or confluent-kafka's
-librdkafka) run as a process of its own, with the contract of tests/kafka/java/GroupConsumer.java,
+"""A group member of an unmodified Python client (kafka-python, confluent-kafka's librdkafka,
+or aiokafka) run as a process of its own, with the contract of tests/kafka/java/GroupConsumer.java,
 so that every client of the conformance tests is driven alike (tests/support/members.py):
 
-    python -m tests.support.pymember --client librdkafka --bootstrap H:P --group G
+    python -m tests.support.pymember --client librdkafka|kafka-python|aiokafka --bootstrap H:P --group G
         [--protocol classic|consumer] [--topics a,b | --pattern REGEX] [--records N]
         [--seconds S] [--stop-file PATH] [--commit] [--instance-id ID] [--strategy NAME]
         [--session-timeout-ms MS]
@@ -140,6 +140,65 @@ def kafka_python(options) -> None:
     consumer.close()
 
 
+def aiokafka(options) -> None:
+    import asyncio
+
+    asyncio.run(aiokafka_member(options))
+
+
+async def aiokafka_member(options) -> None:
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+
+    config = {"bootstrap_servers": options.bootstrap, "group_id": options.group, "auto_offset_reset": "earliest",
+              "enable_auto_commit": False, "session_timeout_ms": options.session_timeout_ms,
+              "heartbeat_interval_ms": min(1000, options.session_timeout_ms // 3)}
+    if options.instance_id:
+        config["group_instance_id"] = options.instance_id
+    if options.strategy:
+        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+        from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+        from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+        config["partition_assignment_strategy"] = [{"range": RangePartitionAssignor,
+                                                    "roundrobin": RoundRobinPartitionAssignor,
+                                                    "sticky": StickyPartitionAssignor}[options.strategy]]
+    consumer = AIOKafkaConsumer(**config)
+    held: set[str] = set()
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            held.difference_update(names(revoked))
+            say(assigned=sorted(held))
+
+        def on_partitions_assigned(self, assigned):
+            held.update(names(assigned))
+            say(assigned=sorted(held))
+
+    await consumer.start()
+    try:
+        if options.pattern:
+            consumer.subscribe(pattern=options.pattern, listener=Listener())  # matched from the start
+        else:
+            consumer.subscribe(options.topics.split(","), listener=Listener())
+        values, distinct = [], set()
+        progress = Progress()
+        deadline = time.monotonic() + options.seconds
+        while len(values) < options.records and time.monotonic() < deadline and not stopped(options):
+            for records in (await consumer.getmany(timeout_ms=1000)).values():  # returns as soon as records come
+                values += [r.value.decode() for r in records]
+                distinct.update(r.value.decode() for r in records)
+            progress(len(distinct))
+        committed = {}
+        if options.commit and consumer.assignment():
+            await consumer.commit()
+            for partition in consumer.assignment():
+                offset = await consumer.committed(partition)
+                if offset is not None:
+                    committed[f"{partition.topic}-{partition.partition}"] = offset
+        say(read=len(values), values=values, committed=committed)
+    finally:
+        await consumer.stop()  # a static member does not leave the group (aiokafka sends no LeaveGroup)
+
+
 def known_partitions(consumer, topic: str):
     """The topic's partitions as kafka-python knows them; None while it cannot ask."""
     from kafka.errors import KafkaConnectionError
@@ -168,7 +227,7 @@ def stopped(options) -> bool:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="pymember")
-    parser.add_argument("--client", choices=("kafka-python", "librdkafka"), required=True)
+    parser.add_argument("--client", choices=("kafka-python", "librdkafka", "aiokafka"), required=True)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--protocol", choices=("classic", "consumer"), default="classic")
@@ -182,14 +241,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--strategy", default="")
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
     options = parser.parse_args(argv)
-    if options.client == "kafka-python" and options.protocol != "classic":
-        parser.error("kafka-python speaks the classic protocol only")
+    if options.client in ("kafka-python", "aiokafka") and options.protocol != "classic":
+        parser.error(f"{options.client} speaks the classic protocol only")
     if options.pattern:
         re.compile(options.pattern)
     # the client's own log on stderr (the test keeps it): what it did when a test fails
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    (librdkafka if options.client == "librdkafka" else kafka_python)(options)
+    {"librdkafka": librdkafka, "kafka-python": kafka_python, "aiokafka": aiokafka}[options.client](options)
 
 
 if __name__ == "__main__":
