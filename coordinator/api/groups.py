@@ -120,6 +120,12 @@ class GroupApi(ApiPart):
         if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
             return m.HeartbeatResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)
         route = self.coordinator.route(request.group_id, empty_ok=False)
+        if route == E.COORDINATOR_LOAD_IN_PROGRESS:
+            # Kafka answers a heartbeat for a group still loading blindly with NONE (its
+            # GroupCoordinator.handleHeartbeat): aiokafka 0.14 takes COORDINATOR_LOAD_IN_PROGRESS
+            # there for a fatal error and stops its consumer; the member's session starts
+            # afresh when the group is loaded, and its next heartbeat is answered for real
+            return m.HeartbeatResponse(error_code=E.NONE)
         if not isinstance(route, Owned):
             return m.HeartbeatResponse(error_code=route)
         return m.HeartbeatResponse(error_code=route.groups.heartbeat(

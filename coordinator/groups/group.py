@@ -60,6 +60,9 @@ class Member:
     deadline: float = 0.0  # session expiry
     timer: float | None = None  # the deadline of its entry in the group's timer heap, if any
     stored: int = 0  # what it adds to the group's record_bytes
+    # loaded by a new owner and not heard from since: its client may have given up its
+    # membership during the failover and be back under a new member id (`Group._add`)
+    unheard: bool = False
 
     def metadata(self, protocol: str | None) -> bytes:
         return next((m for name, m in self.protocols if name == protocol), b"")
@@ -155,7 +158,8 @@ class CapacityReached:
 @dataclass(frozen=True)
 class MemberRemoved:
     member_id: str
-    reason: str  # "left", "session timeout", "rebalance timeout", "sync timeout"
+    # "left", "session timeout", "rebalance timeout", "sync timeout", "replaced after failover"
+    reason: str
     generation: int  # the one it was removed from
     client_id: str = field(default="", compare=False)
     client_host: str = field(default="", compare=False)
@@ -203,6 +207,8 @@ class Group:
     _timers: list[tuple[float, str]] = field(default_factory=list)
     _pending_timers: list[tuple[float, str]] = field(default_factory=list)
     _at_capacity: bool = False  # a member was turned away since the group last shrank
+    # loaded members not heard from since the load, by (client id, client host), oldest first
+    _unheard: dict[tuple[str, str], dict[str, None]] = field(default_factory=dict)
     _pending_assignment: dict[str, bytes] | None = None
     _rebalance_started: float = 0.0
     _rebalance_reason: str = ""
@@ -320,12 +326,36 @@ class Group:
         self._count(m, 1)
 
     def load_member(self, m: Member) -> None:
-        """A member of a generation read from the store."""
+        """A member of a generation read from the store (by a new owner: unheard until its
+        client speaks to this one)."""
         self.members[m.member_id] = m
         if m.instance_id is not None:
             self.static[m.instance_id] = m.member_id
         self._count(m, 1)
         self._arm(m, m.deadline)
+        m.unheard = True
+        self._unheard.setdefault((m.client_id, m.client_host), {})[m.member_id] = None
+
+    def _heard(self, m: Member) -> None:
+        """Its client spoke to this coordinator (or it is gone): no newcomer replaces it."""
+        m.unheard = False
+        key = (m.client_id, m.client_host)
+        ids = self._unheard.get(key)
+        if ids is not None:
+            ids.pop(m.member_id, None)
+            if not ids:
+                del self._unheard[key]
+
+    def _replaceable(self, client_id: str, client_host: str) -> Member | None:
+        """A loaded member, never heard from since the load, of the same client id and host as
+        a newcomer: after a failover that outlived the clients' sessions, dynamic members of
+        librdkafka (which drops its member id when its session ends without an answer) come
+        back under new ids, and the group must not wait out the old ids' sessions (one
+        detection, not two). One newcomer replaces one such member, the oldest first. If the
+        one replaced was in fact alive and slow, its next request is UNKNOWN_MEMBER_ID and it
+        joins again: the rebalance it joins is the one under way."""
+        ids = self._unheard.get((client_id, client_host))
+        return self.members[next(iter(ids))] if ids else None
 
     def _arm(self, m: Member, deadline: float) -> None:
         """Set the member's session deadline; the timer heap gets an entry only when the
@@ -347,6 +377,8 @@ class Group:
             heapq.heapify(self._pending_timers)
 
     def _remove(self, m: Member, reason: str, error: ErrorCode = E.UNKNOWN_MEMBER_ID) -> None:
+        if m.unheard:
+            self._heard(m)
         self._count(m, -1)
         del self.members[m.member_id]
         self._at_capacity = False
@@ -398,7 +430,7 @@ class Group:
         if not member_id:
             if instance_id is not None:
                 return self._join_static(now, instance_id, fields, why)
-            if self._full():
+            if self._full() and self._replaceable(client_id, client_host) is None:
                 return self._refuse("group_max_size", member_id)
             new_id = self.new_id(client_id)
             if require_known_member_id:
@@ -420,6 +452,9 @@ class Group:
 
     def _add(self, now: float, member_id: str, instance_id: str | None, fields: dict,
              why: str) -> JoinReply | Wait:
+        replaced = self._replaceable(fields["client_id"], fields["client_host"]) if self._unheard else None
+        if replaced is not None and instance_id is None:
+            self._remove(replaced, "replaced after failover")
         if self.config.max_size and len(self.members) >= self.config.max_size:
             return self._refuse("group_max_size", member_id)
         # a new member waiting in its first rebalance has longer than a session (Kafka's
@@ -465,6 +500,8 @@ class Group:
                 return self._refuse("group_max_size", "")
             return self._add(now, new_id, instance_id, fields, why)
         member = self.members.pop(old_id)
+        if member.unheard:
+            self._heard(member)
         if member.awaiting_join:
             self.outbox.append(JoinReply(old_id, E.FENCED_INSTANCE_ID))
         if member.awaiting_sync:
@@ -484,6 +521,8 @@ class Group:
         return self._rejoin(now, member, fields, why)
 
     def _rejoin(self, now: float, member: Member, fields: dict, why: str) -> JoinReply | Wait:
+        if member.unheard:
+            self._heard(member)
         changed = member.protocols != fields["protocols"]
         self._update(member, **fields)
         self._arm(member, now + member.session_timeout)
@@ -508,7 +547,11 @@ class Group:
             if known != member_id:
                 return None, E.FENCED_INSTANCE_ID
         member = self.members.get(member_id)
-        return member, (E.NONE if member is not None else E.UNKNOWN_MEMBER_ID)
+        if member is None:
+            return None, E.UNKNOWN_MEMBER_ID
+        if member.unheard:
+            self._heard(member)
+        return member, E.NONE
 
     def sync(self, now: float, member_id: str, generation: int, instance_id: str | None,
              protocol_type: str | None, protocol_name: str | None,
@@ -542,7 +585,7 @@ class Group:
         if m is None or generation != self.generation or self.state is not _STABLE or m.timer is None:
             return False
         deadline = now + m.session_timeout
-        if deadline < m.timer:
+        if deadline < m.timer or m.unheard:
             return False
         m.deadline = deadline
         return True

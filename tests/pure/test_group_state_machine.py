@@ -333,6 +333,74 @@ def test_seed_coordinator_failover_members_continue_on_the_loaded_group():
     assert b not in loaded.members and loaded.state == S.PREPARING_REBALANCE
 
 
+def _failed_over(members: int = 3) -> tuple[Group, list[str]]:
+    """A Stable group of `members` (client "c" on host "h"), loaded by a new owner at 100."""
+    g = _group()
+    ids = _stable(g, 0, members=members)
+    return restore("g", snapshot(g), now=100.0, config=g.config), ids
+
+
+def test_members_back_under_new_ids_after_a_failover_replace_the_loaded_ones_without_waiting_their_sessions():
+    # librdkafka drops its member id when its session ends without an answer: a failover that
+    # outlived the clients' sessions brings every member back under a new id. The rebalance
+    # they start completes once each has replaced a loaded member of its client id and host,
+    # not a session later (one detection, not two).
+    loaded, old = _failed_over(3)
+    new = [_join(loaded, 101 + i / 10).member_id for i in range(3)]
+    effects = _drain(loaded)
+    removed = [e for e in effects if isinstance(e, MemberRemoved)]
+    assert [(r.member_id, r.reason) for r in removed] == [(o, "replaced after failover") for o in old]
+    assert loaded.state == S.COMPLETING_REBALANCE and set(loaded.members) == set(new)
+    assert {e.member_id for e in effects if isinstance(e, JoinReply) and e.error == E.NONE} == set(new)
+
+
+def test_a_loaded_member_heard_from_is_not_replaced_and_rejoins_the_rebalance():
+    loaded, (a, b) = _failed_over(2)
+    assert loaded.heartbeat(100.5, a, loaded.generation, None) == E.NONE  # a reached the new owner
+    c = _join(loaded, 101).member_id  # b's client, back under a new id
+    assert [(e.member_id, e.reason) for e in _drain(loaded) if isinstance(e, MemberRemoved)] == \
+        [(b, "replaced after failover")]
+    assert loaded.state == S.PREPARING_REBALANCE  # waiting for a, which is alive
+    assert loaded.heartbeat(101.5, a, loaded.generation, None) == E.REBALANCE_IN_PROGRESS
+    assert isinstance(_join(loaded, 101.6, a), Wait)
+    assert loaded.state == S.COMPLETING_REBALANCE and set(loaded.members) == {a, c}
+
+
+def test_a_newcomer_of_another_client_replaces_nobody():
+    loaded, old = _failed_over(2)
+    other = loaded.join(101, member_id="", instance_id=None, client_id="other", client_host="h",
+                        session_timeout=10.0, rebalance_timeout=30.0, protocol_type="consumer",
+                        protocols=[("range", SUB)], require_known_member_id=False)
+    assert not [e for e in _drain(loaded) if isinstance(e, MemberRemoved)]
+    assert loaded.state == S.PREPARING_REBALANCE and set(loaded.members) == {*old, other.member_id}
+    loaded.tick(110)  # the loaded members' sessions: as before, they expire unheard
+    assert loaded.state == S.COMPLETING_REBALANCE and set(loaded.members) == {other.member_id}
+
+
+def test_without_a_failover_a_newcomer_replaces_nobody():
+    g = _group()
+    a, b = _stable(g, 0, members=2)
+    c = _join(g, 1).member_id
+    assert not [e for e in _drain(g) if isinstance(e, MemberRemoved)]
+    assert set(g.members) == {a, b, c}
+
+
+def test_a_full_group_after_a_failover_lets_the_replacing_members_in():
+    g = _group(max_size=2)
+    _stable(g, 0, members=2)
+    loaded = restore("g", snapshot(g), now=100.0, config=g.config)
+    reply = _join(loaded, 101)
+    assert isinstance(reply, Wait) and len(loaded.members) == 2
+
+
+def test_a_loaded_member_heard_through_a_commit_or_a_sync_is_not_replaced():
+    loaded, (a, b) = _failed_over(2)
+    assert loaded.commit_check(100.5, a, loaded.generation, None) == E.NONE
+    assert loaded.sync(100.6, b, loaded.generation, None, None, None, {}).error == E.NONE
+    _join(loaded, 101)
+    assert not [e for e in _drain(loaded) if isinstance(e, MemberRemoved)]
+
+
 def test_seed_coordinator_failure_during_rebalance_fails_syncs_and_rebalances():
     g = _group()
     a = _join(g, 0).member_id

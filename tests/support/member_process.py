@@ -23,6 +23,7 @@ class MemberProcess:
         self.log_path, self.stop_file = Path(log_path), stop_file
         self.assignments: list[list[str]] = []  # every assignment it reported, in order
         self.count = 0  # distinct records read, as it last said
+        self.counts: list[tuple[float, int]] = []  # (time.monotonic() when said, count) of every count line
         self.result: dict | None = None
         self._changed = threading.Condition()
         with open(self.log_path, "ab") as log:
@@ -42,6 +43,7 @@ class MemberProcess:
                     self.assignments.append(fields["assigned"])
                 elif "count" in fields:
                     self.count = fields["count"]
+                    self.counts.append((time.monotonic(), self.count))
                 elif "read" in fields:
                     self.result = fields
                     self.count = len(set(fields["values"]))

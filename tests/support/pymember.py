@@ -35,7 +35,9 @@ def librdkafka(options) -> None:
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
     config = {"bootstrap.servers": options.bootstrap, "group.id": options.group, "auto.offset.reset": "earliest",
-              "enable.auto.commit": False, "group.protocol": options.protocol, "log_level": 3}
+              "enable.auto.commit": bool(options.auto_commit_ms), "group.protocol": options.protocol, "log_level": 3}
+    if options.auto_commit_ms:
+        config["auto.commit.interval.ms"] = options.auto_commit_ms
     if options.instance_id:
         config["group.instance.id"] = options.instance_id
     if options.protocol == "classic":
@@ -84,8 +86,10 @@ def kafka_python(options) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
 
     config = {"bootstrap_servers": options.bootstrap, "group_id": options.group, "auto_offset_reset": "earliest",
-              "enable_auto_commit": False, "session_timeout_ms": options.session_timeout_ms,
+              "enable_auto_commit": bool(options.auto_commit_ms), "session_timeout_ms": options.session_timeout_ms,
               "heartbeat_interval_ms": min(1000, options.session_timeout_ms // 3)}
+    if options.auto_commit_ms:
+        config["auto_commit_interval_ms"] = options.auto_commit_ms
     if options.instance_id:
         config["group_instance_id"] = options.instance_id
     if options.strategy:
@@ -150,8 +154,10 @@ async def aiokafka_member(options) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 
     config = {"bootstrap_servers": options.bootstrap, "group_id": options.group, "auto_offset_reset": "earliest",
-              "enable_auto_commit": False, "session_timeout_ms": options.session_timeout_ms,
+              "enable_auto_commit": bool(options.auto_commit_ms), "session_timeout_ms": options.session_timeout_ms,
               "heartbeat_interval_ms": min(1000, options.session_timeout_ms // 3)}
+    if options.auto_commit_ms:
+        config["auto_commit_interval_ms"] = options.auto_commit_ms
     if options.instance_id:
         config["group_instance_id"] = options.instance_id
     if options.strategy:
@@ -240,6 +246,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--instance-id", default="")
     parser.add_argument("--strategy", default="")
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
+    parser.add_argument("--auto-commit-ms", type=int, default=0, help="commit by the client's own auto-commit, "
+                        "at this interval (0: only --commit's, at the end)")
     options = parser.parse_args(argv)
     if options.client in ("kafka-python", "aiokafka") and options.protocol != "classic":
         parser.error(f"{options.client} speaks the classic protocol only")
