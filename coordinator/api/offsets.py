@@ -3,9 +3,14 @@ OffsetFetch."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
+from collections import deque
+from collections.abc import Mapping
 from functools import partial
+
+import trio
 
 from protocol import ErrorCode, messages as m
 from protocol.schemas import OFFSET_COMMIT, OFFSET_FETCH
@@ -22,6 +27,8 @@ E = ErrorCode
 MAX_OFFSET_METADATA = 4096  # characters: Kafka's offset.metadata.max.bytes
 AUDIT_EVERY = 60.0  # seconds: one log line per group, principal and host, for commits outside a generation
 AUDIT_KEYS = 10_000  # of those remembered at most (then forgotten all at once: a line each again)
+CONFIRM_TIMEOUT = 5.0  # seconds a commit naming partitions the topic view lacks waits for the source to say
+DEAD_TICKET_CHECK = 0.05  # seconds between looks at whether the commit ahead in line will ever run
 
 
 class OffsetApi(ApiPart):
@@ -29,17 +36,17 @@ class OffsetApi(ApiPart):
         super().__init__(*args, **kwargs)
         # (group, principal, host) -> (when last logged, commits since): `_audit_outside`
         self._outside: dict[tuple[str, str, str], tuple[float, int]] = {}
+        # group -> its commits waiting on the topic source, and those behind them (`_commit_in_line`)
+        self._lines: dict[str, deque[_Ticket]] = {}
 
     def handlers(self) -> dict:
         return {OFFSET_COMMIT.key: self.offset_commit, OFFSET_FETCH.key: self.offset_fetch}
 
     def offset_commit(self, header, request, client):
-        def answer(error_of):
-            return m.OffsetCommitResponse(topics=[m.OffsetCommitResponseTopic(name=t.name, partitions=[
-                m.OffsetCommitResponsePartition(partition_index=p.partition_index,
-                                                error_code=error_of(t.name, p.partition_index))
-                for p in t.partitions]) for t in request.topics])
-
+        """Kafka's order: the group's ACL, then each topic's name, ACL and existence (a
+        partition refused there is answered so whatever the group's state, as Kafka answers
+        before its coordinator is asked), then the member's generation or epoch for the rest."""
+        answer = partial(_commit_answer, request)
         if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
             return answer(lambda topic, p: E.GROUP_AUTHORIZATION_FAILED)
         route = self.coordinator.route(request.group_id)
@@ -47,21 +54,90 @@ class OffsetApi(ApiPart):
             return answer(lambda topic, p: route)
         if sum(len(t.partitions) for t in request.topics) > self.coordinator.group_config.max_commit_partitions:
             return answer(lambda topic, p: E.INVALID_COMMIT_OFFSET_SIZE)
+        refused = {}
+        for t in request.topics:
+            if len(t.name) > MAX_TOPIC_NAME:
+                code = E.INVALID_TOPIC_EXCEPTION
+            elif self.acls is not None and not self.allowed(client, Operation.READ, ResourceType.TOPIC, t.name):
+                code = E.TOPIC_AUTHORIZATION_FAILED
+            else:
+                continue
+            refused.update(dict.fromkeys(((t.name, p.partition_index) for p in t.partitions), code))
+        line = self._line(request.group_id)
+        missing = missing_partitions(request.topics, refused, self.topics.partitions)
+        if line is None and not unsure_topics(missing):  # the view knows every topic named
+            refused.update(dict.fromkeys(missing, E.UNKNOWN_TOPIC_OR_PARTITION))
+            return self._store(header, request, client, route, refused)
+        # a partition the view does not hold, or a commit of the group's waits already: in line
+        if line is None:
+            line = self._lines[request.group_id] = deque()
+        ticket = _Ticket()
+        line.append(ticket)
+        ticket.coroutine = self._commit_in_line(ticket, line, header, request, client, refused)
+        return ticket.coroutine
+
+    def _line(self, group_id: str) -> deque | None:
+        """The group's commits waiting on the topic source, in the order they came, those
+        whose task never ran (their connection closed first) dropped; None when none wait."""
+        line = self._lines.get(group_id)
+        while line and line[0].dead():
+            line.popleft().done.set()
+        if line is not None and not line:
+            del self._lines[group_id]
+            return None
+        return line
+
+    async def _commit_in_line(self, ticket: _Ticket, line: deque, header, request, client, refused: dict):
+        """A commit behind others of its group, or naming partitions that the topic view does
+        not hold: once its turn comes, the source is asked whether they exist now (a topic
+        created a moment ago does), and the commit goes on as any other. Its turn ends once
+        it is queued for its write, so the group's commits are written in the order they came."""
+        try:
+            while line[0] is not ticket:
+                head = line[0]
+                if head.dead():
+                    line.popleft().done.set()
+                    continue
+                with trio.move_on_after(DEAD_TICKET_CHECK):  # a head whose task never ran never ends
+                    await head.done.wait()
+            missing = missing_partitions(request.topics, refused, self.topics.partitions)
+            unsure = unsure_topics(missing)
+            counts = await self.topics.partition_counts(unsure, CONFIRM_TIMEOUT) if unsure else {}
+            refused.update(existence_refusals(missing, counts))
+            result = self._store(header, request, client, self.coordinator.route(request.group_id), refused)
+        finally:
+            if line and line[0] is ticket:
+                line.popleft()
+            elif ticket in line:
+                line.remove(ticket)
+            ticket.done.set()
+            if not line and self._lines.get(request.group_id) is line:
+                del self._lines[request.group_id]
+        if type(result) is Pending:
+            resolved = trio.Event()
+            made = []
+            result.on_resolved(lambda answer: (made.append(answer), resolved.set()))
+            await resolved.wait()
+            return made[0]()
+        return result
+
+    def _store(self, header, request, client, route, refused: dict):
+        """The commit's partitions not `refused` (partition -> error) checked against the
+        group and stored; the answer, or a `Pending` one once ZooKeeper confirms the write."""
+        answer = partial(_commit_answer, request)
+        if all((t.name, p.partition_index) in refused for t in request.topics for p in t.partitions):
+            return answer(lambda topic, p: refused[(topic, p)])  # Kafka does not ask its coordinator
+        if not isinstance(route, Owned):
+            return answer(lambda topic, p: refused.get((topic, p), route))
         error = route.groups.commit_check(request.group_id, request.member_id,
                                           request.generation_id_or_member_epoch, request.group_instance_id,
                                           member_epochs=header.api_version >= 9)
         if error != E.NONE:
-            return answer(lambda topic, p: error)
-        refused = {(t.name, p.partition_index): E.INVALID_TOPIC_EXCEPTION if len(t.name) > MAX_TOPIC_NAME
-                   else E.OFFSET_METADATA_TOO_LARGE
-                   for t in request.topics for p in t.partitions
-                   if len(t.name) > MAX_TOPIC_NAME or (p.committed_metadata is not None
-                                                       and len(p.committed_metadata) > MAX_OFFSET_METADATA)}
-        if self.acls is not None:
-            for t in request.topics:
-                if not self.allowed(client, Operation.READ, ResourceType.TOPIC, t.name):
-                    refused.update(dict.fromkeys(((t.name, p.partition_index) for p in t.partitions),
-                                                 E.TOPIC_AUTHORIZATION_FAILED))
+            return answer(lambda topic, p: refused.get((topic, p), error))
+        for t in request.topics:
+            for p in t.partitions:
+                if p.committed_metadata is not None and len(p.committed_metadata) > MAX_OFFSET_METADATA:
+                    refused.setdefault((t.name, p.partition_index), E.OFFSET_METADATA_TOO_LARGE)
         now_ms = int(time.time() * 1000)
         # OffsetCommit v2-v4 may name how long the offsets are kept (retention_time_ms; -1: the
         # broker's offsets_retention_minutes): Kafka stores that as the entry's own expiry
@@ -200,3 +276,53 @@ def budget_payer(client: Client) -> str:
 
 def _entry(entry) -> tuple[int, int, str | None]:
     return entry[0], entry[1], entry[2]  # (offset, epoch, metadata[, commit ms[, expiry ms]])
+
+
+class _Ticket:
+    """A commit's place in its group's line (`OffsetApi._commit_in_line`)."""
+    __slots__ = ("coroutine", "done")
+
+    def __init__(self):
+        self.coroutine = None  # the commit's handler, run in a task of its connection's
+        self.done = trio.Event()  # its turn is over
+
+    def dead(self) -> bool:
+        """Closed without ever running: its connection closed before its task started."""
+        return self.coroutine is not None and inspect.getcoroutinestate(self.coroutine) == inspect.CORO_CLOSED
+
+
+def _commit_answer(request, error_of) -> m.OffsetCommitResponse:
+    return m.OffsetCommitResponse(topics=[m.OffsetCommitResponseTopic(name=t.name, partitions=[
+        m.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                        error_code=error_of(t.name, p.partition_index))
+        for p in t.partitions]) for t in request.topics])
+
+
+def missing_partitions(topics, refused: Mapping, partitions: Mapping[str, int]) -> list[tuple[str, int]]:
+    """The partitions a commit names (`topics`: its request's) that are not refused already
+    and that `partitions` (topic -> partition count: the topic view's) does not hold."""
+    return [(t.name, p.partition_index) for t in topics for p in t.partitions
+            if not 0 <= p.partition_index < partitions.get(t.name, 0) and (t.name, p.partition_index) not in refused]
+
+
+def unsure_topics(missing) -> set[str]:
+    """The topics whose existence is to be asked of the source: those of `missing` that
+    could exist (a negative partition never does)."""
+    return {topic for topic, p in missing if p >= 0}
+
+
+def existence_refusals(missing, counts: Mapping[str, int] | None) -> dict[tuple[str, int], ErrorCode]:
+    """What each of `missing` is answered once the source was asked (`counts`: topic ->
+    partitions, 0 for none; None: it could not say): UNKNOWN_TOPIC_OR_PARTITION for what does
+    not exist, as Kafka answers; COORDINATOR_LOAD_IN_PROGRESS, which clients retry, where the
+    source could not say (never read, or unreachable), rather than refuse a partition that may
+    exist; nothing for a partition that exists, which is stored."""
+    refusals = {}
+    for topic, p in missing:
+        if p < 0:
+            refusals[(topic, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
+        elif counts is None:
+            refusals[(topic, p)] = E.COORDINATOR_LOAD_IN_PROGRESS
+        elif p >= counts.get(topic, 0):
+            refusals[(topic, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
+    return refusals

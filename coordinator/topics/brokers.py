@@ -75,9 +75,25 @@ class BrokerTopics(TopicView):
         self.log = structlog.get_logger("groupkeeper.topics").bind(source="brokers")
         self._connection: BrokerConnection | None = None
         self._wanted = trio.Event()
+        self._last_round = (-math.inf, False)  # (trio time the last round began, whether a broker answered)
+        self._round_ended = trio.Event()  # set, and replaced, as each round ends
 
     def want(self, topic: str) -> None:
         self._wanted.set()
+
+    async def partition_counts(self, topics: set[str], timeout: float) -> dict[str, int] | None:
+        """From a round begun after this call: the next one is asked for at once (within
+        `WANT_INTERVAL` of the last), and its answer is the brokers' now. None if no broker
+        answers that round, or it does not end within `timeout`."""
+        began = trio.current_time()
+        self.want("")
+        with trio.move_on_after(timeout):
+            while True:
+                await self._round_ended.wait()
+                round_began, answered = self._last_round
+                if round_began >= began:
+                    return {topic: self.partitions.get(topic, 0) for topic in topics} if answered else None
+        return None
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Learn, then keep learning; started after the first round, answered or not: a
@@ -99,6 +115,16 @@ class BrokerTopics(TopicView):
 
     async def refresh(self) -> bool:
         """One round: ask the brokers in turn until one answers. Whether one did."""
+        began, answered = trio.current_time(), False
+        try:
+            answered = await self._round()
+        finally:
+            self._last_round = (began, answered)
+            ended, self._round_ended = self._round_ended, trio.Event()
+            ended.set()
+        return answered
+
+    async def _round(self) -> bool:
         tried = []
         for address in self._candidates():
             try:

@@ -168,6 +168,15 @@ class TopicView:
         """Seconds since the view was last known current (inf: never)."""
         return trio.current_time() - self.learned_at
 
+    async def partition_counts(self, topics: set[str], timeout: float) -> dict[str, int] | None:
+        """How many partitions each of `topics` has (0: no such topic), as the source says
+        after this call began, not as the view last heard it: a topic created a moment ago
+        counts. None when the source cannot say within `timeout` seconds (never read, or
+        unreachable). A view without a source answers from itself while it is current."""
+        if self.age() > 0:
+            return None
+        return {topic: self.partitions.get(topic, 0) for topic in topics}
+
     def _set_topic(self, name: str, replicas: dict[int, list[int]], topic_id: uuid.UUID) -> None:
         """A topic as the source now reads it: kept, and its change announced."""
         old = self.partitions.get(name)

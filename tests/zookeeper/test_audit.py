@@ -13,6 +13,7 @@ def test_a_deleted_group_is_logged_and_an_event_with_who_and_from_where(zookeepe
     process = CoordinatorProcess(zookeeper, tmp_path)
     process.start()
     try:
+        process.topic("t", 1)  # offsets are stored only for partitions that exist
         client = RawConnection(process.port)
         committed = client.call(OFFSET_COMMIT, 2, {
             "group_id": "doomed", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
@@ -80,6 +81,7 @@ def test_offsets_set_outside_a_generation_say_who_and_keep_kafkas_retention_time
     process = CoordinatorProcess(zookeeper, tmp_path)
     process.start()
     try:
+        process.topic("t", 1)  # offsets are stored only for partitions that exist
         client = RawConnection(process.port)
         for offset in (5, 6, 7):
             answer = client.call(OFFSET_COMMIT, 2, {

@@ -36,6 +36,8 @@ def test_metadata_of_any_characters_and_the_commit_bounds(zookeeper, tmp_path):
     coordinator = CoordinatorProcess(zookeeper, tmp_path, offset_commit_max_partitions=100,
                                      group_max_offset_metadata_bytes=300_000)
     coordinator.start()
+    coordinator.topic("t", 101)  # offsets are stored only for partitions that exist
+    coordinator.topic("u", 20)
     connection = RawConnection(coordinator.port)
     try:
         control = "\x01" * METADATA  # 6 bytes each in JSON: the worst case for a shard

@@ -50,6 +50,7 @@ def limited(zookeeper, tmp_path):
     process = CoordinatorProcess(zookeeper, tmp_path, request_read_timeout_ms=1000, connections_max_idle_ms=20000,
                                  max_connections_per_ip=5, max_connections=40, max_queued_reply_bytes=1 << 20)
     process.start()
+    process.topic("t", 1)  # offsets are stored only for partitions that exist
     try:
         yield process
     finally:

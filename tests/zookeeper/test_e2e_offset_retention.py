@@ -58,6 +58,7 @@ def test_abandoned_offsets_leave_offsetfetch_and_zookeeper_and_an_active_groups_
     stop = threading.Event()
     try:
         process.topic("t", 2)
+        process.topic("old", 1)
         assert active.join_and_sync() == {"t": [0, 1]}
         assert abandoned.join_and_sync() == {"t": [0, 1]}
         assert active.commit("t", {0: 5, 1: 7}) == [ErrorCode.NONE] * 2
