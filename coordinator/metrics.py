@@ -40,6 +40,11 @@ CONNECTIONS = Gauge("groupkeeper_connections", "Open client connections.", regis
 CONNECTIONS_CLOSED = Counter("groupkeeper_connections_closed_total",
                              "Client connections closed by the server for a bad frame or a limit.",
                              ["reason"], registry=REGISTRY)
+CONNECTION_CHURN = Counter(
+    "groupkeeper_connection_churn_total",
+    "Client connections closed (by either side) within a burst: less than 10 s after the last close "
+    "from the same address for the same reason (a client reconnecting in a loop). A burst costs one log line "
+    "(and one a minute while it lasts), these none.", ["reason"], registry=REGISTRY)
 ACCEPT_FAILURES = Counter("groupkeeper_accept_failures_total",
                           "accept() calls that failed for want of resources (file descriptors, memory), by errno; "
                           "the server backs off and goes on.", ["reason"], registry=REGISTRY)
@@ -232,6 +237,13 @@ GATEWAY_UPSTREAM_FAILURES = Counter(
     "handshake failed (tls), whose SASL login was refused (authentication), or not made for the limit per broker "
     "(limit), by node (any: a listener's own port); each closes its client's connection.", ["node", "reason"],
     registry=REGISTRY)
+
+BROKER_ANSWERS_MALFORMED = Counter(
+    "groupkeeper_broker_answers_malformed_total",
+    "Brokers' answers read as Kafka's clients read them, by API and kind: bytes past the schema (past_schema: "
+    "ignored, dropped where the answer is rewritten), unreadable where nothing had to be rewritten (relayed: "
+    "passed on as they came), unreadable where broker addresses had to be rewritten (closed: the client's "
+    "connection closed). Logged once per broker, API and kind.", ["api", "kind"], registry=REGISTRY)
 
 
 class GatewayCollector:

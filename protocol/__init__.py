@@ -12,10 +12,11 @@ heartbeat, without message objects.
 from .error_codes import ErrorCode, error_name
 from .exceptions import DecodeError, EncodeError, FrameError, ProtocolError, UnsupportedVersion
 from .framing import FrameReader, frame
-from .requests import RequestHeader, decode_request, decode_response, encode_request, encode_response
+from .requests import (RequestHeader, decode_broker_response, decode_request, decode_response, encode_request,
+                       encode_response)
 
 __all__ = [
     "DecodeError", "EncodeError", "ErrorCode", "FrameError", "FrameReader", "ProtocolError",
-    "RequestHeader", "UnsupportedVersion", "decode_request", "decode_response", "encode_request",
-    "encode_response", "error_name", "frame",
+    "RequestHeader", "UnsupportedVersion", "decode_broker_response", "decode_request", "decode_response",
+    "encode_request", "encode_response", "error_name", "frame",
 ]

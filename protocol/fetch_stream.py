@@ -147,10 +147,28 @@ class FetchWalk:
         else:
             self.holding = True
 
+    @property
+    def fixes(self) -> bool:
+        """Whether its held tail is fixed (`fix` given: the answer may name brokers)."""
+        return self._fix is not None
+
+    def unsent(self) -> bytes:
+        """The bytes held back so far; after a `feed` that raised, those before its part (a
+        relay that passes on what it cannot walk passes these, then that part)."""
+        return b"".join(self._held)
+
     def feed(self, part: bytes | memoryview) -> int:
         n = len(part)
         if n > self._left:
             raise DecodeError("Fetch answer: more bytes than its size")
+        held = len(self._held)
+        try:
+            return self._feed(part, n)
+        except DecodeError:
+            del self._held[held:]
+            raise
+
+    def _feed(self, part: bytes | memoryview, n: int) -> int:
         self._left -= n
         pos = 0
         while pos < n and not self.holding:

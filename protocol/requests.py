@@ -134,8 +134,9 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
     return _I32.pack(len(head) + len(payload)) + head + payload
 
 
-def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
-    """(correlation id, body) of one response frame (without its size prefix)."""
+def decode_response(api_key: int, api_version: int, frame: bytes, whole: bool = True) -> tuple[int, Any]:
+    """(correlation id, body) of one response frame (without its size prefix). With `whole`
+    (the default), bytes past the schema are an error; without, they are ignored."""
     api = APIS[api_key]
     if len(frame) < 4:
         raise DecodeError("response shorter than a response header")
@@ -148,4 +149,22 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
             api_version = 0
     elif _flexible(api, api_version):
         p = skip_tags(frame, p)
-    return correlation_id, decoder(api.response, api_version)(frame, p)
+    return correlation_id, decoder(api.response, api_version)(frame, p, whole)
+
+
+def decode_broker_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any, bool]:
+    """(correlation id, body, past) of a response frame from a broker, read as Kafka's clients
+    read it: bytes past the schema are ignored (neither the Java client nor librdkafka checks
+    that an answer ends where its schema does; librdkafka's own mock cluster adds a byte to
+    Metadata v9+), `past` says whether there were any. For what groupkeeper reads of brokers
+    (the gateway, the topic source), never for what it reads of clients, which stays strict.
+    Raises `DecodeError` for an answer that does not read even so."""
+    try:
+        correlation_id, body = decode_response(api_key, api_version, frame)
+        return correlation_id, body, False
+    except DecodeError as exc:
+        try:
+            correlation_id, body = decode_response(api_key, api_version, frame, whole=False)
+        except DecodeError:
+            raise exc from None
+        return correlation_id, body, True

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import (DecodeError, ErrorCode, ProtocolError, RequestHeader, decode_request, decode_response,
+from protocol import (DecodeError, ErrorCode, ProtocolError, RequestHeader, decode_broker_response, decode_request,
                       encode_request, encode_response)
 from protocol import messages as m
 from protocol.schemas import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ALTER_CONFIGS, CREATE_PARTITIONS,
@@ -561,7 +561,7 @@ def _merging(header: RequestHeader, change: Callable[[Any], None]) -> Callable[[
 
     def merge(frame: bytes) -> bytes:
         try:
-            correlation_id, answer = decode_response(api_key, api_version, frame)
+            correlation_id, answer, _ = decode_broker_response(api_key, api_version, frame)  # as clients read it
             change(answer)
             return encode_response(RequestHeader(api_key, api_version, correlation_id, None), answer)[4:]
         except ProtocolError:

@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
-from protocol import ProtocolError
+from protocol import DecodeError, ProtocolError
 from protocol.fetch_stream import FetchWalk
 from protocol.framing import WholeFrames
+from protocol.schemas import FETCH
 
 from .. import logs, metrics
 from ..security.tls import TLSSocket
@@ -73,6 +74,8 @@ class Reports(Protocol):
     def reachable(self, link: BrokerLink) -> None: ...
 
     def received(self, link: BrokerLink, size: int) -> None: ...
+
+    def malformed(self, broker: tuple[str, int], api_key: int, kind: str, error: str = "") -> None: ...
 
     def closed(self, link: BrokerLink, reason: str) -> None: ...
 
@@ -267,7 +270,12 @@ class BrokerLink:
                     self.gathering = None
                     frame = part if whole else b"".join([*parts, part])
                     if walks is not None:  # a Fetch: its high watermarks read, whole
-                        walks(need - 4).feed(frame)
+                        try:
+                            walks(need - 4).feed(frame)
+                        except DecodeError as exc:
+                            if rewrite is not None:  # it may name brokers: not passed on unread
+                                raise
+                            self.gateway.malformed(self.address, FETCH.key, "relayed", str(exc))
                     pending.resolve(_Answer(frame if rewrite is None else rewrite(frame[4:])))
                 else:
                     parts.append(part)
@@ -309,8 +317,20 @@ class BrokerLink:
                 self.gathering = (pending, rewrite, started, 4 + size, walks)
 
     def _walked(self, pending: Pending, walk: FetchWalk, part) -> None:
-        """Pass on what `walk` lets go of `part` now; at the answer's end, its held tail fixed."""
-        go = walk.feed(part)
+        """Pass on what `walk` lets go of `part` now; at the answer's end, its held tail fixed.
+        An answer the walk cannot follow is passed on as it came from there, if nothing in it
+        is to be rewritten (its high watermarks were all the walk was for)."""
+        try:
+            go = walk.feed(part)
+        except DecodeError as exc:
+            if walk.fixes:  # it may name brokers: not passed on unread
+                raise
+            self.gateway.malformed(self.address, FETCH.key, "relayed", str(exc))
+            last = self.streaming is None
+            if not last:
+                self.streaming = (self.streaming[0], self.streaming[1], None)
+            self.connection.pass_on(pending.place, walk.unsent() + bytes(part), last)
+            return
         if walk.done:
             tail = walk.tail()
             if go:

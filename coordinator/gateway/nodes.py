@@ -28,7 +28,7 @@ from protocol import ErrorCode, ProtocolError
 from protocol.fetch_stream import FetchWalk
 from protocol.framing import frame as framed
 from protocol.peek import head, produce_acks
-from protocol.schemas import FETCH, FIND_COORDINATOR, METADATA, PRODUCE
+from protocol.schemas import APIS, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
 
 from .. import logs, metrics
 from ..listeners import Listener
@@ -45,6 +45,7 @@ MAX_TOPIC_NAMES = 100_000  # topic ids whose names are remembered (a lookup for 
 SHARE_ROUTE_SECONDS = 60.0  # how long a share group's coordinator is taken as known (NOT_COORDINATOR forgets it)
 MAX_SHARE_ROUTES = 100_000  # share groups whose coordinators are remembered
 MAX_METADATA_REWRITES = 64  # brokers' Metadata answers whose rewrites are remembered (`_metadata_rewriter`)
+MAX_MALFORMED_LOGGED = 10_000  # (broker, API, kind) of malformed answers remembered as logged (past it: logged again)
 
 
 class Gateway:
@@ -85,6 +86,7 @@ class Gateway:
         # (version, listener, answer's size) -> (the broker's answer after its correlation id, the
         # coordinator nodes and open nodes then, the rewrite's size prefix and bytes after its correlation id)
         self._metadata_rewrites: dict[tuple[int, str, int], tuple[bytes, list, set[int], bytes, bytes]] = {}
+        self._malformed: set[tuple[tuple[str, int], int, str]] = set()  # (broker, api key, kind) logged once
 
     # -- nodes ---------------------------------------------------------------------------
 
@@ -195,7 +197,7 @@ class Gateway:
             return None
         pending = Pending()
         listener = connection.client.listener.name
-        rewriter = self._rewriter(api_key, api_version, listener, merge)
+        rewriter = self._rewriter(api_key, api_version, listener, merge, link.address)
         # a Fetch answer that may name brokers streams all the same, walked as it passes (its
         # tagged fields fixed in place); with `merge` (ACLs) it is gathered and rewritten whole
         # (and every Fetch answer when consumer lag is measured: its high watermarks are read)
@@ -242,21 +244,65 @@ class Gateway:
         return pending
 
     def _rewriter(self, api_key: int, api_version: int, listener: str,
-                  merge: Callable[[bytes], bytes] | None = None) -> Callable[[bytes], bytes] | None:
+                  merge: Callable[[bytes], bytes] | None = None,
+                  broker: tuple[str, int] = ("", 0)) -> Callable[[bytes], bytes] | None:
         lowest = rewrite.REWRITTEN.get(api_key)
         if lowest is None or api_version < lowest:
             if merge is None:
                 return None
-            return lambda frame: framed(merge(frame))
+            return self._reported(lambda frame: framed(merge(frame)), broker, api_key)
         exposed = self.exposed(listener)
         extra = self.coordinator_nodes(listener) if api_key == METADATA.key else []
-        if merge is not None:
-            return lambda frame: rewrite.rewrite_frame(api_key, api_version, merge(frame), exposed, extra)
-        if api_key == METADATA.key:
-            return self._metadata_rewriter(api_version, listener, exposed, extra)
-        return lambda frame: rewrite.rewrite_frame(api_key, api_version, frame, exposed, extra)
 
-    def _metadata_rewriter(self, version: int, listener: str, exposed, extra: list) -> Callable[[bytes], bytes]:
+        def past() -> None:
+            self.malformed(broker, api_key, "past_schema")
+        if merge is not None:
+            return self._reported(lambda frame: rewrite.rewrite_frame(
+                api_key, api_version, merge(frame), exposed, extra, past), broker, api_key)
+        if api_key == METADATA.key:
+            return self._reported(self._metadata_rewriter(api_version, listener, exposed, extra, past), broker, api_key)
+        return self._reported(lambda frame: rewrite.rewrite_frame(api_key, api_version, frame, exposed, extra, past),
+                              broker, api_key)
+
+    def _reported(self, rewriter: Callable[[bytes], bytes], broker: tuple[str, int],
+                  api_key: int) -> Callable[[bytes], bytes]:
+        """`rewriter`, whose answers that do not read are counted and logged (once per broker,
+        API and kind) before they close the client's connection (their link's `close`): an
+        answer that names brokers cannot be passed on unread, nor one the gateway must merge
+        its authorization errors into."""
+        def reported(frame: bytes) -> bytes:
+            try:
+                return rewriter(frame)
+            except ProtocolError as exc:
+                self.malformed(broker, api_key, "closed", str(exc))
+                raise
+        return reported
+
+    def malformed(self, broker: tuple[str, int], api_key: int, kind: str, error: str = "") -> None:
+        """A broker's answer that was not as its schema says (`kind`: past_schema, relayed,
+        closed; docs/metrics.md): counted each time, logged once per broker, API and kind."""
+        api = APIS.get(api_key)
+        name = api.name if api is not None else str(api_key)
+        metrics.BROKER_ANSWERS_MALFORMED.labels(name, kind).inc()
+        key = (broker, api_key, kind)
+        if key in self._malformed:
+            return
+        if len(self._malformed) < MAX_MALFORMED_LOGGED:
+            self._malformed.add(key)
+        where = f"{broker[0]}:{broker[1]}"
+        if kind == "past_schema":
+            self.log.warning("a broker's answers carry bytes past their schema: read as clients read them, "
+                             "those bytes dropped where the answer is rewritten", broker=where, api=name)
+        elif kind == "relayed":
+            self.log.warning("a broker's answer does not read: relayed as it came (nothing in it to rewrite)",
+                             broker=where, api=name, error=error)
+        else:
+            self.log.error("a broker's answer does not read and names brokers (or takes the gateway's "
+                           "authorization errors): its clients' connections are closed", broker=where, api=name,
+                           error=error)
+
+    def _metadata_rewriter(self, version: int, listener: str, exposed, extra: list,
+                           past: Callable[[], None] | None = None) -> Callable[[bytes], bytes]:
         """A broker's Metadata answer rewritten; or, when it is byte for byte the answer last
         rewritten of its size, version and listener (its correlation id apart) and the nodes
         with ports and the coordinator nodes are what they were then, that rewrite again,
@@ -276,7 +322,7 @@ class Gateway:
                 if (found := exposed(node)) is None:
                     missed.append(node)
                 return found
-            answer = rewrite.rewrite_frame(METADATA.key, version, frame, address, extra)
+            answer = rewrite.rewrite_frame(METADATA.key, version, frame, address, extra, past)
             if not missed:
                 if key not in self._metadata_rewrites and len(self._metadata_rewrites) >= MAX_METADATA_REWRITES:
                     del self._metadata_rewrites[next(iter(self._metadata_rewrites))]  # the oldest

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from functools import cache
 from typing import Any
 
-from protocol import DecodeError, ErrorCode, RequestHeader, decode_response, encode_response
+from protocol import DecodeError, ErrorCode, RequestHeader, decode_broker_response, encode_response
 from protocol import messages as m
 from protocol.codec import decoder, encoder
 from protocol.framing import frame as framed
@@ -148,7 +148,7 @@ def node_endpoints(response: Any, addresses: Addresses) -> Any:
 # -- whole frames -------------------------------------------------------------------------
 
 def rewrite_frame(api_key: int, api_version: int, frame: bytes, addresses: Addresses,
-                  extra_brokers: Iterable[tuple[int, str, int]] = ()) -> bytes:
+                  extra_brokers: Iterable[tuple[int, str, int]] = (), past: Callable[[], None] | None = None) -> bytes:
     """The answer to send for a broker's response `frame` to (api_key, api_version).
 
     `frame` is a response as `FrameReader` yields it and `decode_response` takes it (header
@@ -156,13 +156,21 @@ def rewrite_frame(api_key: int, api_version: int, frame: bytes, addresses: Addre
     included, ready to send. The correlation id is kept. An answer with nothing to rewrite
     (see `REWRITTEN`) is the same bytes, framed, not decoded. Raises `ProtocolError`
     (`DecodeError`) for an answer to rewrite that does not read, or an undeclared version.
+
+    Read as Kafka's clients read a broker's answer: bytes past the schema (librdkafka's mock
+    cluster adds one to Metadata v9+) are no error. An answer decoded and encoded again
+    loses them; a Produce or Fetch answer keeps them when it has no node endpoints (it is
+    passed as it came) and loses them when its tagged fields are rewritten. `past` is
+    called for each answer that had any.
     """
     lowest = REWRITTEN.get(api_key)
     if lowest is None or api_version < lowest:
         return framed(frame)
     if api_key == PRODUCE.key or api_key == FETCH.key:
-        return framed(_splice_node_endpoints(api_key, api_version, frame, addresses))
-    correlation_id, body = decode_response(api_key, api_version, frame)
+        return framed(_splice_node_endpoints(api_key, api_version, frame, addresses, past))
+    correlation_id, body, extra = decode_broker_response(api_key, api_version, frame)
+    if extra and past is not None:
+        past()
     if api_key == METADATA.key:
         body = metadata(body, addresses, extra_brokers)
     elif api_key == FIND_COORDINATOR.key:
@@ -272,7 +280,8 @@ def _skip(steps: tuple[tuple[int, Any], ...], b: bytes, p: int) -> int:
     return p
 
 
-def _splice_node_endpoints(api_key: int, version: int, frame: bytes, addresses: Addresses) -> bytes:
+def _splice_node_endpoints(api_key: int, version: int, frame: bytes, addresses: Addresses,
+                           past: Callable[[], None] | None = None) -> bytes:
     """`frame` (a Produce v10+ or Fetch v16+ answer, no size) with its node_endpoints tag
     rewritten; the same object when it has none (nearly always: only answers with a
     partition led elsewhere carry it)."""
@@ -285,15 +294,18 @@ def _splice_node_endpoints(api_key: int, version: int, frame: bytes, addresses: 
     if steps is None:  # by (key, version): a Struct's hash, which @cache takes, costs more than the walk
         steps = _TOP_STEPS[(api_key, version)] = _walk(message.struct, version, top=True)
     start = _skip(steps, frame, p)
-    found, tags = _read_tags(frame, start, f"{message.name} v{version}")
+    found, tags, extra = _read_tags(frame, start, f"{message.name} v{version}", whole=False)
+    if extra and past is not None:
+        past()
     if found is None:
         return frame
     return frame[:start] + _tags_with(found, tags, addresses)
 
 
-def _read_tags(b: bytes, p: int, what: str) -> tuple[bytes | None, list[bytes]]:
+def _read_tags(b: bytes, p: int, what: str, whole: bool = True) -> tuple[bytes | None, list[bytes], int]:
     """The top-level tagged fields from `p` to the end of `b`: node_endpoints' payload (None
-    if absent), and the other tagged fields as they came (tag, size and payload)."""
+    if absent), the other tagged fields as they came (tag, size and payload), and how many
+    bytes follow them (an error with `whole`)."""
     end = len(b)
     count, p = read_uvarint(b, p)
     tags: list[bytes] = []
@@ -309,9 +321,9 @@ def _read_tags(b: bytes, p: int, what: str) -> tuple[bytes | None, list[bytes]]:
         else:
             tags.append(b[q:p + size])
         p += size
-    if p != end:
+    if whole and p != end:
         raise DecodeError(f"{what}: {end - p} bytes left over")
-    return found, tags
+    return found, tags, end - p
 
 
 def _tags_with(found: bytes | None, tags: list[bytes], addresses: Addresses | None) -> bytes:
@@ -352,7 +364,7 @@ def node_endpoints_in_place(section: bytes, addresses: Addresses, what: str = "F
     out already. Rewritten and padded if it fits; otherwise node_endpoints is left out and
     the section padded (the client, without the new leader's address, refreshes its
     metadata as before KIP-951). Raises `DecodeError` for a section that does not read."""
-    found, tags = _read_tags(section, 0, what)
+    found, tags, _ = _read_tags(section, 0, what)
     if found is None or found == b"\x01":  # none, or an empty list: no address to hide
         return section
     for candidate in (_tags_with(found, tags, addresses), _tags_with(None, tags, None)):

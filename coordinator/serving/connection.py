@@ -9,7 +9,9 @@ requests, or too many answers its client has not taken, is paused: the frames it
 wait, and it is not read again until it can go on. Past that limit no answer is made for it,
 those of waiting requests included: a task waits to start, or to make a `Deferred` answer,
 until its client has read (see `_room`). A frame that cannot be decoded, a size
-over the limit, or an unknown API closes that connection only, with the reason logged.
+over the limit, or an unknown API closes that connection only, with the reason logged:
+once per burst (`Churn`), so that a client reconnecting in a loop costs a line, not a line
+a connection.
 """
 
 from __future__ import annotations
@@ -47,6 +49,44 @@ _HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
 _CONSUMER_HEARTBEAT = CONSUMER_GROUP_HEARTBEAT.key.to_bytes(2, "big")  # and a ConsumerGroupHeartbeat's
 _KEY_VERSION = struct.Struct(">hh")  # how every request's frame begins: api key, api version
 _PEER_CLOSED = ("closed by peer", "peer went away")
+CHURN_SECONDS = 10.0  # a close this soon after the last one of its address and reason continues a burst
+CHURN_RELOG_SECONDS = 60.0  # a burst that goes on is logged again this often, with what it folded
+MAX_CHURN_KEYS = 10_000  # (address, reason) pairs remembered; past it the ones whose bursts ended go
+
+
+class Churn:
+    """Connections closed, by client address and reason (the whole text: a client in a loop
+    fails the same way each time, while different failures keep a line each): whether a
+    close starts a burst, which is logged, or continues one (within `CHURN_SECONDS` of the
+    last), which is counted (`groupkeeper_connection_churn_total`, by the reason's kind,
+    before any ':') and folded into the next line: a burst's first close is one line, and
+    one a minute while it lasts says how many were folded since. Sans I/O (`clock` given)."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self._seen: dict[tuple[str, str], list] = {}  # key -> [last close, last line, closes folded since]
+
+    def closed(self, host: str, reason: str) -> int | None:
+        """None: fold this close into its burst; otherwise log it, saying how many closes of
+        its address and reason were folded since the last line (0: none)."""
+        key, now = (host, reason), self.clock()
+        entry = self._seen.get(key)
+        if entry is None or now - entry[0] >= CHURN_SECONDS:  # a new burst
+            if entry is None and len(self._seen) >= MAX_CHURN_KEYS:  # the ended bursts go; if too few, the oldest
+                live = [(k, v) for k, v in self._seen.items() if now - v[0] < CHURN_SECONDS]
+                self._seen = dict(live[-(MAX_CHURN_KEYS // 2):])
+            self._seen[key] = [now, now, 0]
+            return entry[2] if entry is not None else 0
+        metrics.CONNECTION_CHURN.labels(reason.split(":", 1)[0]).inc()
+        entry[0] = now
+        if now - entry[1] >= CHURN_RELOG_SECONDS:
+            folded, entry[1], entry[2] = entry[2], now, 0
+            return folded
+        entry[2] += 1
+        return None
+
+
+CHURN = Churn()  # the process's one: a client is the same client on every listener
 
 
 class ClientConnection:
@@ -432,10 +472,16 @@ class ClientConnection:
             self.host.released(held)
         if self.upstream is not None:
             self.upstream.close("client went away")
+        folded = CHURN.closed(self.client.host, reason)
         if reason in _PEER_CLOSED:  # the ordinary end of a connection: not worth an operator's line
             self.log.debug("connection closed", reason=reason)
+            return
+        metrics.CONNECTIONS_CLOSED.labels(reason.split(":")[0]).inc()
+        if folded is None:  # within a burst of closes for this reason from this address: counted, not logged
+            self.log.debug("connection closed", reason=reason)
+        elif folded:
+            self.log.info("connection closed", reason=reason, folded=folded)
         else:
-            metrics.CONNECTIONS_CLOSED.labels(reason.split(":")[0]).inc()
             self.log.info("connection closed", reason=reason)
 
 

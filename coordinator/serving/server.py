@@ -27,7 +27,7 @@ from ..listeners import Listener
 from ..security.client import Client
 from ..security.sasl import Authentication, SaslGate
 from ..security.tls import TlsGate, TLSSocket
-from .connection import ClientConnection
+from .connection import CHURN, ClientConnection
 from .interfaces import Api, Limits, Route
 
 
@@ -197,7 +197,8 @@ class Server:
                    "max connections per address reached"
                    if self.by_address[peer[0]] >= self.limits.max_connections_per_ip else None)
         if refused:
-            self.log.warning("connection refused", reason=refused, peer=f"{peer[0]}:{peer[1]}")
+            if CHURN.closed(peer[0], refused) is not None:  # once per burst of refusals from that address
+                self.log.warning("connection refused", reason=refused, peer=f"{peer[0]}:{peer[1]}")
             metrics.CONNECTIONS_CLOSED.labels(refused).inc()
             sock.close()
             return
