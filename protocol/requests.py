@@ -153,10 +153,10 @@ def decode_response(api_key: int, api_version: int, frame: bytes, whole: bool = 
 
 
 def decode_broker_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any, bool]:
-    """(correlation id, body, past) of a response frame from a broker, read as Kafka's clients
-    read it: bytes past the schema are ignored (neither the Java client nor librdkafka checks
-    that an answer ends where its schema does; librdkafka's own mock cluster adds a byte to
-    Metadata v9+), `past` says whether there were any. For what groupkeeper reads of brokers
+    """(correlation id, body, past) of a response frame from a broker, read as librdkafka reads
+    it: bytes past the schema are ignored (librdkafka's own mock cluster adds a byte to
+    Metadata v9+, and librdkafka's clients read those answers), `past` says whether there
+    were any. For what groupkeeper reads of brokers
     (the gateway, the topic source), never for what it reads of clients, which stays strict.
     Raises `DecodeError` for an answer that does not read even so."""
     try:
