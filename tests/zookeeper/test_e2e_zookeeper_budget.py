@@ -112,6 +112,11 @@ def test_the_issues_pressure_leaves_zookeeper_alive_and_every_other_group_served
     coordinator = CoordinatorProcess(zookeeper, tmp_path)  # its budget derived from that heap: 64 MiB
     bystanders, newcomers = [], None
     try:
+        # offsets are stored only for partitions that exist (a bystander commits to the topic
+        # named as its group); created first, they are read at start-up, not during the pressure
+        coordinator.cli("topics", "create", "t", "--partitions", str(PARTITIONS))
+        for i in range(3):
+            coordinator.cli("topics", "create", f"bystander-{i}", "--partitions", str(Bystander.PARTITIONS))
         coordinator.start()
         target = Target(("127.0.0.1", coordinator.port), DEADLINE)
         bystanders = [Bystander(target, f"bystander-{i}") for i in range(3)]
@@ -200,6 +205,9 @@ def test_instances_share_the_budget_by_what_they_own_and_a_handover_moves_data_a
     a, b = instances = cluster(zookeeper, tmp_path, 2, zookeeper_data_budget_bytes=budget,
                                zookeeper_data_budget_per_client_bytes=budget)
     try:
+        # offsets are stored only for partitions that exist; created first, it is read at
+        # start-up, not (10,000 leaders looked for) while the commits below are timed
+        a.cli("topics", "create", "t", "--partitions", str(PARTITIONS))
         for instance in instances:
             instance.start()
         deadline = time.monotonic() + 30
