@@ -7,6 +7,7 @@ import gc
 import signal
 import ssl
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,9 @@ from .store.zkserver import ZooKeeperServer, data_bytes
 from .store.budget import Budget, derived_budget
 
 
+# seconds after the ZooKeeper session timeout by which a crashed instance's groups are served
+# again (the survivor's load, its clients' FindCoordinator): GroupConfig.failover_detection
+FAILOVER_MARGIN = 3.0
 ZOOKEEPER_DATA_INTERVAL = 5.0  # seconds between readings of how much data ZooKeeper holds
 ZOOKEEPER_READY_TIMEOUT = 30.0  # seconds for the embedded ZooKeeper to serve at start-up
 # The last steps of a shutdown, after the connections: deregistering (again) and closing the
@@ -265,7 +269,13 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                                   compress=config["events_compress"], queue_limit=config["events_queue_limit"])
                 await events_nursery.start(events.run)
             classic_assignors, consumer_assignors = assignors
-            coordinator = Coordinator(zk, guard, topics, membership, _group_config(config), classic_assignors,
+            group_config = replace(_group_config(config), failover_detection=zk.session_timeout + FAILOVER_MARGIN)
+            if group_config.min_session_timeout <= group_config.failover_detection:
+                log.info("failover detection", failover_detection_s=round(group_config.failover_detection, 3),
+                         zk_session_timeout_s=round(zk.session_timeout, 3),
+                         hint="classic members with a session timeout at or below it are rebalanced when this "
+                              "instance crashes; longer sessions are not (docs/operations.md, What each failure costs)")
+            coordinator = Coordinator(zk, guard, topics, membership, group_config, classic_assignors,
                                       config["strict_assignment"], events, consumer_assignors)
             guard.on_fenced, guard.on_recovered = coordinator.fenced, coordinator.recovered
             budget = coordinator.writer.budget = _data_budget(config, lambda: coordinator.group_partitions, log)

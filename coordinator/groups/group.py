@@ -41,6 +41,10 @@ class GroupConfig:
     consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)  # KIP-848 groups'
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (groups/retention.py)
     offsets_retention_check_interval: float = 600.0  # seconds: offsets.retention.check.interval.ms
+    # Seconds from a crash of the owning instance until its groups are served elsewhere: its
+    # ZooKeeper session timeout and FAILOVER_MARGIN (0: not known). A classic member whose
+    # session is no longer ends its membership on its side first (a rebalance at failover).
+    failover_detection: float = 0.0
 
 
 @dataclass
@@ -87,7 +91,8 @@ class JoinReply:
     protocol_name: str | None = None
     leader: str = ""
     members: tuple[tuple[str, str | None, bytes], ...] = ()  # the leader's view
-    # a static leader back within its session (KIP-345): the member id it had before. Below
+    # a static leader back within its session (KIP-345), or a leader's place taken after a
+    # failover (`Group._take_place`): the member id it had before. Below
     # JoinGroup v9 the answer names that id as the leader, with no members: a follower's
     # answer, so the client does not assign and rejoin (v9+: see GroupApi.join_group)
     replaced: str = ""
@@ -351,9 +356,11 @@ class Group:
         a newcomer: after a failover that outlived the clients' sessions, dynamic members of
         librdkafka (which drops its member id when its session ends without an answer) come
         back under new ids, and the group must not wait out the old ids' sessions (one
-        detection, not two). One newcomer replaces one such member, the oldest first. If the
-        one replaced was in fact alive and slow, its next request is UNKNOWN_MEMBER_ID and it
-        joins again: the rebalance it joins is the one under way."""
+        detection, not two). One newcomer replaces one such member, the oldest first: in its
+        place without a rebalance where the group is Stable and the subscription the same
+        (`_take_place`), else the member is removed and the newcomer joins the rebalance. If
+        the one replaced was in fact alive and slow, its next request is UNKNOWN_MEMBER_ID
+        and it joins again (its commits are refused meanwhile, as a zombie's are)."""
         ids = self._unheard.get((client_id, client_host))
         return self.members[next(iter(ids))] if ids else None
 
@@ -454,6 +461,8 @@ class Group:
              why: str) -> JoinReply | Wait:
         replaced = self._replaceable(fields["client_id"], fields["client_host"]) if self._unheard else None
         if replaced is not None and instance_id is None:
+            if self.state == GroupState.STABLE and self._same_topics(replaced, fields["protocols"]):
+                return self._take_place(now, replaced, member_id, fields)
             self._remove(replaced, "replaced after failover")
         if self.config.max_size and len(self.members) >= self.config.max_size:
             return self._refuse("group_max_size", member_id)
@@ -481,6 +490,36 @@ class Group:
             self._prepare_rebalance(now, why)
         self._maybe_complete_join(now)
         return Wait(member_id)
+
+    def _same_topics(self, old: Member, protocols: list[tuple[str, bytes]]) -> bool:
+        """Whether a newcomer offering `protocols` can take `old`'s place in the generation:
+        it offers the group's protocol, subscribing to the same topics (a loaded member knows
+        only the protocol voted for, not all it offered)."""
+        mine = next((m for name, m in protocols if name == self.protocol_name), None)
+        if mine is None:
+            return False
+        theirs = old.metadata(self.protocol_name)
+        return subscribed_topics(mine) == subscribed_topics(theirs) if self.protocol_type == "consumer" else mine == theirs
+
+    def _take_place(self, now: float, old: Member, new_id: str, fields: dict) -> JoinReply:
+        """A newcomer replacing an unheard loaded member of a Stable group (`_replaceable`),
+        with the same subscription: it takes that member's place, generation and assignment,
+        as a static member back under its instance id does, and nobody else rebalances. Its
+        JoinGroup is answered at once, its SyncGroup with the assignment kept."""
+        old_id = old.member_id
+        self._heard(old)
+        del self.members[old_id]
+        self._update(old, member_id=new_id, awaiting_join=False, awaiting_sync=False, timer=None, is_new=False,
+                     **fields)
+        self.members[new_id] = old
+        if self.leader == old_id:
+            self.leader = new_id
+        self._arm(old, now + old.session_timeout)
+        self.outbox.append(MemberRemoved(old_id, "replaced after failover", self.generation, old.client_id,
+                                         old.client_host))
+        self.outbox.append(MemberAdded(new_id, None, old.client_id, old.client_host, self.generation))
+        reply = self._join_reply(old)
+        return replace(reply, replaced=old_id) if new_id == self.leader else reply
 
     def _expected_bytes(self, newcomer: Member) -> int:
         """The record with `newcomer` in it, every member's assignment counted as large as the

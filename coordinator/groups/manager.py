@@ -38,6 +38,7 @@ from .snapshot import consumer_changes, snapshot
 from .state import GroupState
 
 E = ErrorCode
+SHORT_SESSION_WARNINGS = 10_000  # groups remembered as warned of a session within the failover detection
 # (group, record[, members=...]): raises on failure; a consumer group's record is None when
 # unchanged, and `members` its changed members' records (None: left), see PartitionStore.write_group
 Persist = Callable[..., Awaitable[None]]
@@ -89,6 +90,7 @@ class GroupSet:
         self._armed: dict[str, float] = {}  # group -> the deadline its live heap entry is for
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
+        self._warned: set[str] = set()  # groups told of their short sessions (`_short_session`)
         self.log = logs.get("groupkeeper.groups")
 
     def group(self, group_id: str, create: bool = False) -> Group | None:
@@ -591,6 +593,8 @@ class GroupSet:
     # -- requests -------------------------------------------------------------------------
 
     async def join(self, group_id: str, **request) -> JoinReply:
+        if 0 < request["session_timeout"] <= self.config.failover_detection:
+            self._short_session(group_id, request["session_timeout"], request["client_id"])
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             if consumer_group.members:
@@ -606,6 +610,19 @@ class GroupSet:
                 and group.generation == 0):
             self.groups.pop(group_id, None)  # refused before the group ever lived
         return reply
+
+    def _short_session(self, group_id: str, session: float, client_id: str) -> None:
+        """Warned once per group (while this owner has it, up to SHORT_SESSION_WARNINGS
+        groups): its members' sessions end before a failover of this instance is over."""
+        if group_id in self._warned:
+            return
+        if len(self._warned) >= SHORT_SESSION_WARNINGS:
+            self._warned.clear()
+        self._warned.add(group_id)
+        self.log.warning("session timeout within the failover detection: a crash of this instance will rebalance "
+                         "the group (its members' sessions end before another instance serves it; see "
+                         "docs/operations.md, What each failure costs)", group=group_id, client_id=client_id,
+                         session_timeout_s=session, failover_detection_s=self.config.failover_detection)
 
     async def sync(self, group_id: str, member_id: str, **request) -> SyncReply:
         if group_id in self.consumer_groups:

@@ -14,7 +14,7 @@ import trio.testing
 
 from coordinator.assignors import BUILT_IN
 from coordinator.groups.group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply,
-                                      MemberRemoved, PersistNeeded, SyncReply, Wait)
+                                      MemberRemoved, PersistNeeded, RebalanceStarted, SyncReply, Wait)
 from coordinator.groups.manager import GroupSet
 from coordinator.groups.snapshot import restore, snapshot
 from coordinator.groups.state import TRANSITIONS, GroupState, IllegalTransition
@@ -340,30 +340,58 @@ def _failed_over(members: int = 3) -> tuple[Group, list[str]]:
     return restore("g", snapshot(g), now=100.0, config=g.config), ids
 
 
-def test_members_back_under_new_ids_after_a_failover_replace_the_loaded_ones_without_waiting_their_sessions():
+def test_members_back_under_new_ids_after_a_failover_take_the_loaded_ones_places_without_a_rebalance():
     # librdkafka drops its member id when its session ends without an answer: a failover that
-    # outlived the clients' sessions brings every member back under a new id. The rebalance
-    # they start completes once each has replaced a loaded member of its client id and host,
-    # not a session later (one detection, not two).
+    # outlived the clients' sessions brings its members back under new ids. Each takes the
+    # place of a loaded member of its client id and host not heard from since the load: the
+    # generation, the leadership and the assignment, answered at once; no rebalance, and no
+    # wait for the old ids' sessions (one detection, not two).
     loaded, old = _failed_over(3)
-    new = [_join(loaded, 101 + i / 10).member_id for i in range(3)]
+    generation = loaded.generation
+    replies = [_join(loaded, 101 + i / 10) for i in range(3)]
+    assert all(isinstance(r, JoinReply) and r.error == E.NONE and r.generation == generation for r in replies)
+    assert replies[0].replaced == old[0] and replies[0].leader == replies[0].member_id  # the leader's place
+    assert [r.replaced for r in replies[1:]] == ["", ""] and all(r.leader == replies[0].member_id for r in replies)
     effects = _drain(loaded)
-    removed = [e for e in effects if isinstance(e, MemberRemoved)]
-    assert [(r.member_id, r.reason) for r in removed] == [(o, "replaced after failover") for o in old]
-    assert loaded.state == S.COMPLETING_REBALANCE and set(loaded.members) == set(new)
-    assert {e.member_id for e in effects if isinstance(e, JoinReply) and e.error == E.NONE} == set(new)
+    assert [(e.member_id, e.reason) for e in effects if isinstance(e, MemberRemoved)] == \
+        [(o, "replaced after failover") for o in old]
+    assert loaded.state == S.STABLE and loaded.generation == generation
+    for reply, before in zip(replies, old):
+        sync = loaded.sync(102, reply.member_id, generation, None, None, None, {})
+        assert sync.error == E.NONE and sync.assignment == b"a-" + before.encode()
+    assert not any(isinstance(e, RebalanceStarted) for e in _drain(loaded))
 
 
-def test_a_loaded_member_heard_from_is_not_replaced_and_rejoins_the_rebalance():
+def test_a_newcomer_offering_more_protocols_than_the_one_stored_takes_the_place():
+    # a loaded member is stored with the protocol voted for only; the client offers its list
+    loaded, old = _failed_over(2)
+    reply = _join(loaded, 101, protocols=(("roundrobin", SUB), ("range", SUB)))
+    assert isinstance(reply, JoinReply) and reply.error == E.NONE and loaded.state == S.STABLE
+    assert reply.generation == loaded.generation and reply.member_id in loaded.members
+
+
+def test_a_newcomer_with_another_subscription_replaces_the_loaded_member_through_a_rebalance():
     loaded, (a, b) = _failed_over(2)
     assert loaded.heartbeat(100.5, a, loaded.generation, None) == E.NONE  # a reached the new owner
-    c = _join(loaded, 101).member_id  # b's client, back under a new id
+    other = encode_subscription(ConsumerProtocolSubscription(topics=["t", "u"]), 0)
+    c = _join(loaded, 101, protocols=(("range", other),)).member_id  # b's client, back under a new id
     assert [(e.member_id, e.reason) for e in _drain(loaded) if isinstance(e, MemberRemoved)] == \
         [(b, "replaced after failover")]
     assert loaded.state == S.PREPARING_REBALANCE  # waiting for a, which is alive
     assert loaded.heartbeat(101.5, a, loaded.generation, None) == E.REBALANCE_IN_PROGRESS
     assert isinstance(_join(loaded, 101.6, a), Wait)
     assert loaded.state == S.COMPLETING_REBALANCE and set(loaded.members) == {a, c}
+
+
+def test_a_member_heard_is_never_replaced_and_a_replaced_one_that_was_alive_joins_again():
+    loaded, (a, b) = _failed_over(2)
+    assert loaded.heartbeat(100.5, a, loaded.generation, None) == E.NONE
+    c = _join(loaded, 101).member_id  # takes b's place (b's client came back under a new id)
+    assert set(loaded.members) == {a, c} and loaded.state == S.STABLE
+    # had b been alive after all: its next heartbeat is refused, and it joins as new
+    assert loaded.heartbeat(101.5, b, loaded.generation, None) == E.UNKNOWN_MEMBER_ID
+    d = _join(loaded, 101.6)
+    assert isinstance(d, Wait) and loaded.state == S.PREPARING_REBALANCE  # nobody unheard left: a rebalance
 
 
 def test_a_newcomer_of_another_client_replaces_nobody():
@@ -390,7 +418,7 @@ def test_a_full_group_after_a_failover_lets_the_replacing_members_in():
     _stable(g, 0, members=2)
     loaded = restore("g", snapshot(g), now=100.0, config=g.config)
     reply = _join(loaded, 101)
-    assert isinstance(reply, Wait) and len(loaded.members) == 2
+    assert isinstance(reply, JoinReply) and reply.error == E.NONE and len(loaded.members) == 2
 
 
 def test_a_loaded_member_heard_through_a_commit_or_a_sync_is_not_replaced():

@@ -148,5 +148,8 @@ def test_a_killed_coordinator_costs_the_consumers_one_detection(zookeeper, tmp_p
         print(f"{group}: {len(read)} read, {twice} twice")
         assert twice <= RATE * (COMMIT_MS / 1000 + BUDGET), f"{group} read {twice} records twice"
     assert all(again <= BUDGET for _, again in paused.values()), f"reading again after {BUDGET} s: {paused}"
+    # the owner told of the clash once for the classic group (4 s sessions, 4 s + 3 s detection)
+    warned = [e for e in victim.events() if e.get("event", "").startswith("session timeout within the failover")]
+    assert [(e["group"], e["failover_detection_s"]) for e in warned] == [(classic, ZK_SESSION + 3.0)]
     replaced = [e for e in survivor.events() if e.get("event") == "member removed" and e.get("group") == classic]
     print(f"removed from {classic} by the survivor: {[e.get('reason') for e in replaced]}")
