@@ -27,6 +27,8 @@ def test_the_budget_probe_against_a_coordinator_the_bench_starts():
 @pytest.fixture
 def coordinator(zookeeper, tmp_path):
     process = CoordinatorProcess(zookeeper, tmp_path, zookeeper_data_budget_bytes=16 << 20)
+    # what the bench commits to (offsets are stored only for partitions that exist), read at start-up
+    process.cli("topics", "create", "orders", "--partitions", "10000")
     process.start()
     try:
         yield process

@@ -119,7 +119,7 @@ def test_the_issues_pressure_leaves_zookeeper_alive_and_every_other_group_served
             coordinator.cli("topics", "create", f"bystander-{i}", "--partitions", str(Bystander.PARTITIONS))
         coordinator.start()
         target = Target(("127.0.0.1", coordinator.port), DEADLINE)
-        bystanders = [Bystander(target, f"bystander-{i}") for i in range(3)]
+        bystanders = [Bystander(target, f"bystander-{i}", (f"bystander-{i}", Bystander.PARTITIONS)) for i in range(3)]
         for bystander in bystanders:
             bystander.start()
             bystander.begin()

@@ -55,6 +55,9 @@ CONTROL_PARTITIONS = 64
 HUGE_GROUPS = 3
 NEIGHBOURS, NEIGHBOUR_CONNECTIONS = 8, 4  # ordinary commits beside the empty names
 WIDE_PARTITIONS = 2000  # the topic the bench creates for large Metadata answers and assignments
+OFFSETS_TOPIC = "groupkeeper-abuse-offsets"  # the topic the bench creates for its commits: offsets are stored
+OFFSETS_PARTITIONS = 10_000  # only for partitions that exist (or, against a deployment, its largest topic)
+OFFSETS_MAX_PARTITIONS = 50_000  # created at most (Kafka's registry keeps a topic in one znode); more: refused
 SMALL_ANSWER = 16 * 1024  # bytes: a Metadata answer too small to press a server that queues answers
 # A JoinGroup waits for its whole generation, and the server handles at most 100 requests of
 # one connection at once: more members on one connection would wait for the generation after.
@@ -207,8 +210,9 @@ class LocalCoordinator:
         self.zookeeper = ZooKeeperServer(work / "zookeeper", free_port())
         try:
             self.zookeeper.start()
-            with RegistryAdmin(self.zookeeper.connect_string) as admin:
+            with RegistryAdmin(self.zookeeper.connect_string) as admin:  # read by the coordinator as it starts
                 admin.create_topic(self.wide_topic, WIDE_PARTITIONS)
+                admin.create_topic(OFFSETS_TOPIC, offsets_partitions(self.settings))
             self._start(work)
         except BaseException:
             self.__exit__()
@@ -247,8 +251,10 @@ class Bystander:
     INTERVAL = 0.05
     PARTITIONS = 4
 
-    def __init__(self, target: Target, group: str):
-        self.target, self.group, self.topic = target, group, group
+    def __init__(self, target: Target, group: str, topic: tuple[str, int]):
+        """`topic`: (name, partitions) of the topic it commits to, which must exist."""
+        self.target, self.group, self.topic = target, group, topic[0]
+        self.PARTITIONS = min(self.PARTITIONS, topic[1])
         self.deadline = target.deadline
         self.connection: NodeConnection | None = None
         self.member_id, self.generation = "", -1
@@ -469,8 +475,9 @@ def _closed(sock: socket.socket, seconds: float) -> bool:
 class _Run:
     """One bench run: its settings, its target and the names it made up."""
 
-    def __init__(self, settings: Settings, target: Target, wide_topic: str | None):
+    def __init__(self, settings: Settings, target: Target, wide_topic: str | None, offsets_topic: tuple[str, int]):
         self.settings, self.target, self.wide_topic = settings, target, wide_topic
+        self.offsets_topic = offsets_topic  # (name, partitions): what the probes commit to
         self.tag = f"groupkeeper-abuse-{secrets.token_hex(4)}"
         self.created: list[str] = []  # groups to delete at the end
         self.empty_group_was_unused = False
@@ -480,14 +487,27 @@ class _Run:
         self.created.append(group)
         return group
 
+    def topic(self, partitions: int) -> str:
+        """The topic to commit `partitions` partitions of (offsets are stored only for
+        partitions that exist; each probe commits for groups of its own); Skipped if it has fewer."""
+        name, has = self.offsets_topic
+        if has < partitions:
+            raise Skipped(f"needs a topic of {partitions:,} partitions to commit to (offsets are stored only for "
+                          f"partitions that exist); the largest has {has:,}" + (f" ({name})" if name else ""))
+        return name
+
 
 # -- the probes ----------------------------------------------------------------------------
 
+NO_TOPIC = {("", 0): E.UNKNOWN_TOPIC_OR_PARTITION}  # what the empty-names probe expects for the empty topic name
+
+
 def probe_empty_names(run: _Run) -> Findings:
-    """Kafka accepts empty names in the offset APIs; commits are batched into one ZooKeeper
+    """Kafka accepts an empty group id in the offset APIs, and answers an empty topic name
+    UNKNOWN_TOPIC_OR_PARTITION (no topic has it); commits are batched into one ZooKeeper
     multi() per group-partition, so such a commit must not fail, or fail its batch neighbours."""
     f = Findings()
-    topic = f"{run.tag}-topic"
+    topic = run.topic(2)
     connection = run.target.at("")
     try:
         before, = connection.pipeline(OFFSET_FETCH, 5, [{"group_id": "", "topics": None}])
@@ -528,16 +548,17 @@ def probe_empty_names(run: _Run) -> Findings:
         if isinstance(answer, str):
             f.problems.append(f"commit of {group or 'the empty group id'!r}: {answer}")
             continue
-        refused = {k: error_name(e) for k, e in answer.items() if e != E.NONE}
-        f.expect(not refused, f"commit of {group!r} refused: {refused}")
-        acked += len(offsets) - len(refused)
+        refused = {k: error_name(e) for k, e in answer.items() if e != NO_TOPIC.get(k, E.NONE)}
+        f.expect(not refused, f"commit of {group!r} answered: {refused}")
+        acked += sum(e == E.NONE for e in answer.values())
         connection = run.target.at(group)
         try:
             got = _fetch(connection, group, offsets)
         finally:
             connection.close()
-        fetched += sum(got.get(k) == v for k, v in offsets.items())
-    total = sum(len(o) for o in wanted.values())
+        fetched += sum(got.get(k) == v for k, v in offsets.items() if k not in NO_TOPIC)
+        f.expect(not set(got) & set(NO_TOPIC), f"{group!r}: an offset of the empty topic name was stored")
+    total = sum(len(o) for o in wanted.values()) - sum(k in NO_TOPIC for o in wanted.values() for k in o)
     f.expect(fetched == total, f"{total - fetched} acknowledged offsets not fetched back")
     f.figures = {"commits": len(wanted), "offsets": total, "acked": acked, "fetched_back": fetched,
                  "connections": len(lanes)}
@@ -565,7 +586,7 @@ def probe_long_group_id(run: _Run) -> Findings:
         connection.close()
     for api, code in answers.items():
         f.expect(code == E.INVALID_GROUP_ID, f"{api} with a {LONG_GROUP_ID:,}-character group id: {error_name(code)}")
-    group, good = run.group("long-topic"), f"{run.tag}-topic"
+    group, good = run.group("long-topic"), run.topic(1)
     offsets = {("t" * LONG_TOPIC, 0): (5, ""), (good, 0): (6, "")}
     topic_answers, got = _commit_and_fetch(run, group, offsets)
     long_code, good_code = topic_answers[("t" * LONG_TOPIC, 0)], topic_answers[(good, 0)]
@@ -582,7 +603,7 @@ def probe_control_metadata(run: _Run) -> Findings:
     """Control characters take six bytes each once escaped as JSON: a shard of offsets may
     outgrow a ZooKeeper request though each partition is within Kafka's limit."""
     f = Findings()
-    group, topic = run.group("control"), f"{run.tag}-control"
+    group, topic = run.group("control"), run.topic(CONTROL_PARTITIONS)
     offsets = {(topic, p): (1000 + p, "\x01" * METADATA_CHARS) for p in range(CONTROL_PARTITIONS)}
     answer, got = _commit_and_fetch(run, group, offsets)
     refused = _named(e for e in answer.values() if e != E.NONE)
@@ -599,7 +620,7 @@ def probe_huge_commit(run: _Run) -> Findings:
     partition, without taking the coordinator or its ZooKeeper down with it."""
     f = Findings()
     n, deadline = run.settings.huge_partitions, run.settings.deadline
-    topic = f"{run.tag}-huge"
+    topic = run.topic(min(n, OFFSETS_MAX_PARTITIONS))  # past what exists: answered UNKNOWN_TOPIC_OR_PARTITION
     groups = [run.group(f"huge-{i}") for i in range(HUGE_GROUPS)]
     before = run.target.rss()
 
@@ -765,12 +786,12 @@ def probe_never_reads_waiting(run: _Run) -> Findings:
     must be bounded like the others, and their memory given back when the client goes."""
     f = Findings()
     s = run.settings
-    group = run.group("unread-fetch")
+    group, unread = run.group("unread-fetch"), run.topic(WAITING_PARTITIONS)
     connection = run.target.at(group)
     try:  # a group of WAITING_PARTITIONS offsets, each with metadata if the deployment takes it
         for metadata in ("m" * WAITING_METADATA_CHARS, ""):
             committed = _errors(connection.pipeline(OFFSET_COMMIT, 8, [_commit_body(
-                group, {(f"{run.tag}-unread", p): (p, metadata) for p in range(WAITING_PARTITIONS)})])[0])
+                group, {(unread, p): (p, metadata) for p in range(WAITING_PARTITIONS)})])[0])
             if set(committed.values()) == {E.NONE}:
                 break
         else:
@@ -1126,7 +1147,7 @@ def probe_zookeeper_budget(run: _Run) -> Findings:
     takes writes afterwards (a commit of moved offsets, the bystander's); the groups deleted, a
     group refused before is taken."""
     f = Findings()
-    topic = f"{run.tag}-budget"
+    topic = run.topic(BUDGET_PARTITIONS)
     offsets = {(topic, p): (p, "m" * BUDGET_METADATA_CHARS) for p in range(BUDGET_PARTITIONS)}
     connections: dict[tuple[str, int], NodeConnection] = {}
 
@@ -1198,7 +1219,8 @@ def probe_zookeeper_budget(run: _Run) -> Findings:
 PROBES = {
     "empty-names": (probe_empty_names,
                     "OffsetCommit with an empty group id and with an empty topic name, beside commits of "
-                    f"{NEIGHBOURS} other groups on other connections: all acknowledged and fetched back"),
+                    f"{NEIGHBOURS} other groups on other connections: all acknowledged and fetched back but the "
+                    "empty topic name's, answered UNKNOWN_TOPIC_OR_PARTITION and not stored"),
     "long-group-id": (probe_long_group_id,
                       f"a {LONG_GROUP_ID:,}-character group id in FindCoordinator, JoinGroup and OffsetCommit: "
                       f"INVALID_GROUP_ID and the connection still served; a {LONG_TOPIC}-character topic: "
@@ -1248,16 +1270,41 @@ def run(settings: Settings) -> dict:
     wide = "groupkeeper-abuse-wide"
     with LocalCoordinator(settings, wide) as local:
         target = Target(("127.0.0.1", local.port), settings.deadline, pid=local.run.process.pid)
-        return _probe_all(settings, target, wide)
+        return _probe_all(settings, target, wide, (OFFSETS_TOPIC, offsets_partitions(settings)))
 
 
-def _probe_all(settings: Settings, target: Target, wide_topic: str | None) -> dict:
+def offsets_partitions(settings: Settings) -> int:
+    """The partitions of the topic the bench creates for its commits: the most a probe commits."""
+    return min(max(OFFSETS_PARTITIONS, settings.huge_partitions), OFFSETS_MAX_PARTITIONS)
+
+
+def _largest_topic(target: Target) -> tuple[str, int]:
+    """A deployment's topic with the most partitions, which the probes commit to (offsets are
+    stored only for partitions that exist, and the bench does not create topics there); ("", 0)
+    when it lists none (or does not answer Metadata): the probes that commit are then skipped."""
+    try:
+        connection = target.connect()
+        try:
+            answer, = connection.pipeline(METADATA, 12, [{"topics": None, "allow_auto_topic_creation": False,
+                                                           "include_topic_authorized_operations": False}])
+        finally:
+            connection.close()
+    except Unreachable:
+        return "", 0
+    topics = [(t.name, len(t.partitions)) for t in answer.topics
+              if t.error_code == E.NONE and t.name and not t.is_internal and t.partitions]
+    return max(topics, key=lambda t: (t[1], t[0]), default=("", 0))
+
+
+def _probe_all(settings: Settings, target: Target, wide_topic: str | None,
+               offsets_topic: tuple[str, int] | None = None) -> dict:
     try:
         target.connect().close()
     except Unreachable as exc:
         raise AbuseError(str(exc)) from None
-    bench = _Run(settings, target, wide_topic)
-    bystander = Bystander(target, f"{bench.tag}-bystander")
+    offsets_topic = offsets_topic or _largest_topic(target)
+    bench = _Run(settings, target, wide_topic, offsets_topic)
+    bystander = Bystander(target, f"{bench.tag}-bystander", offsets_topic)
     bystander.start()
     rows = []
     try:
