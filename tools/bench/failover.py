@@ -35,6 +35,7 @@ from protocol.messages import ConsumerProtocolSubscription
 from protocol.schemas import FIND_COORDINATOR, JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH
 
 from ..kafka_admin import NodeConnection, Unreachable
+from ..topics_admin import RegistryAdmin
 from coordinator.cluster.placement import partition_for
 from coordinator.store import layout
 from coordinator.store.zkserver import ZooKeeperServer, free_port
@@ -205,6 +206,8 @@ def _scenario(groups_count: int, session_timeout: float) -> dict:
             client = KazooClient(hosts=zookeeper.connect_string)
             client.start(timeout=10)
             try:
+                with RegistryAdmin(zookeeper.connect_string) as admin:  # offsets are stored only for partitions that exist
+                    admin.create_topic(TOPIC, PARTITIONS)
                 for instance in instances:
                     instance.start()
                 ports = [i.port for i in instances]
