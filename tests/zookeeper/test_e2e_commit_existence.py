@@ -153,3 +153,24 @@ def _wait(consumer: Consumer, outcomes: list, timeout: float = 30.0) -> None:
 
 def _code(partition: CKPartition) -> int | None:
     return None if partition.error is None else partition.error.code()
+
+
+def test_reset_offsets_of_a_topic_that_does_not_exist_says_so_and_stores_nothing(groupkeeper):
+    """`groupkeeper groups reset-offsets` (the admin offsets path) of partitions that do not
+    exist: refused in one line before anything is committed (the command reads the topics'
+    partitions first, as kafka-consumer-groups.sh does), nothing stored; those that exist are."""
+    from click.testing import CliRunner
+
+    from tools.cli import main
+
+    def reset(*args: str):
+        return CliRunner().invoke(main, ["groups", "reset-offsets", "--group", "reset", *args, "--to-offset", "4",
+                                         "--execute", "--bootstrap-server", groupkeeper.bootstrap])
+
+    done = reset("--topic", f"{TOPIC}:0")
+    assert done.exit_code == 0, done.output
+    refused = reset("--topic", "nonexistent:0")
+    assert refused.exit_code == 1 and refused.stderr == "Error: topic 'nonexistent' does not exist\n", refused.output
+    past = reset("--topic", f"{TOPIC}:7")
+    assert past.exit_code == 1 and past.stderr == f"Error: topic '{TOPIC}' has no partition 7 (it has 2)\n", past.output
+    assert stored(groupkeeper.bootstrap, "reset") == {(TOPIC, 0): 4}
