@@ -126,6 +126,15 @@ class PersistNeeded:
 
 
 @dataclass(frozen=True)
+class MembersChanged:
+    """A member took another's place in the Stable generation (a static member back under
+    its instance id, a newcomer after a failover): write the generation again with its new
+    member id, or a new owner after a failover would load the old one (and fence a static
+    member whose instance id it names)."""
+    generation: int
+
+
+@dataclass(frozen=True)
 class RebalanceStarted:
     reason: str
     generation: int  # the generation being left behind
@@ -170,8 +179,8 @@ class MemberRemoved:
     client_host: str = field(default="", compare=False)
 
 
-Effect = (JoinReply | SyncReply | AssignmentNeeded | PersistNeeded | RebalanceStarted | RebalanceCompleted
-          | MemberAdded | MemberRemoved | CapacityReached)
+Effect = (JoinReply | SyncReply | AssignmentNeeded | PersistNeeded | MembersChanged | RebalanceStarted
+          | RebalanceCompleted | MemberAdded | MemberRemoved | CapacityReached)
 
 
 def new_member_id(client_id: str) -> str:
@@ -518,6 +527,7 @@ class Group:
         self.outbox.append(MemberRemoved(old_id, "replaced after failover", self.generation, old.client_id,
                                          old.client_host))
         self.outbox.append(MemberAdded(new_id, None, old.client_id, old.client_host, self.generation))
+        self.outbox.append(MembersChanged(self.generation))
         reply = self._join_reply(old)
         return replace(reply, replaced=old_id) if new_id == self.leader else reply
 
@@ -553,6 +563,7 @@ class Group:
             self.leader = new_id
         self._arm(member, now + member.session_timeout)
         if self.state == GroupState.STABLE and unchanged:  # same identity, same assignment: no rebalance
+            self.outbox.append(MembersChanged(self.generation))
             reply = self._join_reply(member)
             if new_id == self.leader:  # as Kafka answers: had it assign again, it would rejoin
                 reply = replace(reply, replaced=old_id)

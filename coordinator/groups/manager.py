@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from contextlib import asynccontextmanager
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,8 @@ from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error
 from ..events import DISCARD, EventSink
 from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, HeartbeatReply, by_topic
 from .group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
-                    PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait, subscribed_topics)
+                    MembersChanged, PersistNeeded, RebalanceCompleted, RebalanceStarted, SyncReply, Wait,
+                    subscribed_topics)
 from .migration import downgrade, may_downgrade, may_upgrade, upgrade
 from .snapshot import consumer_changes, snapshot
 from .state import GroupState
@@ -91,6 +93,7 @@ class GroupSet:
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._warned: set[str] = set()  # groups told of their short sessions (`_short_session`)
+        self._group_writes: dict[str, trio.Lock] = {}  # classic group -> its writes' turn (`_one_write`)
         self.log = logs.get("groupkeeper.groups")
 
     def group(self, group_id: str, create: bool = False) -> Group | None:
@@ -159,6 +162,8 @@ class GroupSet:
                 self._assign(group, effect.generation)
             elif isinstance(effect, PersistNeeded):
                 self._nursery.start_soon(self._persist, group, effect.generation)
+            elif isinstance(effect, MembersChanged):
+                self._nursery.start_soon(self._store_members, group, effect.generation)
             elif isinstance(effect, RebalanceStarted):
                 if group.group_id not in self._previous:  # new here: a new group, or loaded
                     self._previous[group.group_id] = (
@@ -242,15 +247,44 @@ class GroupSet:
         await waiter.event.wait()
         return waiter.reply
 
+    @asynccontextmanager
+    async def _one_write(self, group_id: str):
+        """A classic group's writes in turn, each record taken when its turn comes: a
+        generation's and the Stable generation's again (`_store_members`) never land out of
+        order."""
+        lock = self._group_writes.setdefault(group_id, trio.Lock())
+        async with lock:
+            try:
+                yield
+            finally:
+                if not lock.statistics().tasks_waiting:
+                    self._group_writes.pop(group_id, None)
+
+    async def _store_members(self, group: Group, generation: int) -> None:
+        """The Stable generation written again, a member having taken another's place in it
+        (`MembersChanged`); nothing if the group has moved on since (its next generation is
+        written anyway). Failing, the place is kept here; a new owner after a failover would
+        load the old member id (logged)."""
+        async with self._one_write(group.group_id):
+            if (self.groups.get(group.group_id) is not group or group.state != GroupState.STABLE
+                    or group.generation != generation):
+                return
+            try:
+                await self.persist(group.group_id, snapshot(group, None, self._counted.get(group.group_id, {})))
+            except STORE_FAILURES as exc:
+                self.log.warning("storing a member's new id failed: kept here, and written with the next "
+                                 "generation", group=group.group_id, generation=generation, error=str(exc))
+
     async def _persist(self, group: Group, generation: int) -> None:
-        data = snapshot(group, group.pending_assignment, self._counted.get(group.group_id, {}))
-        try:
-            await self.persist(group.group_id, data)
-            error = E.NONE
-        except STORE_FAILURES as exc:
-            self.log.warning("persisting the generation failed", group=group.group_id,
-                             generation=generation, error=str(exc))
-            error = store_error_code(exc)
+        async with self._one_write(group.group_id):
+            data = snapshot(group, group.pending_assignment, self._counted.get(group.group_id, {}))
+            try:
+                await self.persist(group.group_id, data)
+                error = E.NONE
+            except STORE_FAILURES as exc:
+                self.log.warning("persisting the generation failed", group=group.group_id,
+                                 generation=generation, error=str(exc))
+                error = store_error_code(exc)
         now = trio.current_time()
         group.persisted(now, generation, error)
         self._settle(group, now)

@@ -14,11 +14,13 @@ import trio.testing
 
 from coordinator.assignors import BUILT_IN
 from coordinator.groups.group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply,
-                                      MemberRemoved, PersistNeeded, RebalanceStarted, SyncReply, Wait)
+                                      MemberRemoved, MembersChanged, PersistNeeded, RebalanceStarted, SyncReply,
+                                      Wait)
 from coordinator.groups.manager import GroupSet
 from coordinator.groups.snapshot import restore, snapshot
 from coordinator.groups.state import TRANSITIONS, GroupState, IllegalTransition
 from protocol import ErrorCode as E
+from tests.support.stored_groups import StoredGroups
 from protocol.consumer import decode_assignment, encode_assignment, encode_subscription
 from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition
 
@@ -675,7 +677,29 @@ def test_a_static_leader_back_within_its_session_keeps_its_place_and_its_old_id_
     back = _join(g, 6, instance="pod-2")
     assert not back.replaced and back.leader == again.member_id and back.members == ()
     assert g.sync(6, back.member_id, 1, "pod-2", None, None, {}).assignment == b"F"
-    assert g.state == S.STABLE and g.generation == 1 and not _drain(g)
+    # no rebalance: only the generation written again with each new member id
+    assert g.state == S.STABLE and g.generation == 1 and _drain(g) == [MembersChanged(1), MembersChanged(1)]
+
+
+async def test_a_member_id_taken_over_in_a_stable_generation_is_stored_and_survives_a_failover(autojump_clock):
+    # before, only the next generation was written: a new owner loaded the old member id, and
+    # fenced the static member (FENCED_INSTANCE_ID) whose instance id it named
+    stored = StoredGroups()
+    groups = GroupSet(GroupConfig(initial_rebalance_delay=0.0), dict(BUILT_IN), lambda topic: 4, stored)
+    static = {**_request(), "instance_id": "pod-1"}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(groups.run)
+        first = await groups.join("g", **static)
+        await groups.sync("g", first.member_id, generation=1, instance_id="pod-1", protocol_type=None,
+                          protocol_name=None, assignments={})
+        again = await groups.join("g", **static)  # restarted within its session
+        assert again.member_id != first.member_id and again.generation == 1
+        await trio.sleep(0.1)  # the write
+        nursery.cancel_scope.cancel()
+    record = stored.records["g"]
+    assert [m["id"] for m in record["members"]] == [again.member_id] and record["generation"] == 1
+    loaded = restore("g", record, now=100.0, config=groups.config)
+    assert loaded.heartbeat(100.5, again.member_id, 1, "pod-1") == E.NONE
 
 
 @pytest.mark.parametrize("version", [5, 7, 8, 9])
