@@ -29,6 +29,8 @@ REPEATS = 4  # the group named this many times in one OffsetFetch v8: an answer 
 def coordinator(zookeeper, tmp_path):
     process = CoordinatorProcess(zookeeper, tmp_path, max_queued_reply_bytes=LIMIT, connections_max_idle_ms=60_000,
                                  events=False)
+    # what committed_group commits to (offsets are stored only for partitions that exist), read at start-up
+    process.cli("topics", "create", "offsets", "--partitions", str(PARTITIONS))
     process.start()
     try:
         yield process
@@ -42,7 +44,7 @@ def committed_group(process: CoordinatorProcess, group: str) -> None:
     try:
         answer = connection.call(OFFSET_COMMIT, 8, {
             "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-            "topics": [{"name": "wide", "partitions": [
+            "topics": [{"name": "offsets", "partitions": [
                 {"partition_index": p, "committed_offset": p, "committed_metadata": "m" * METADATA_CHARS}
                 for p in range(PARTITIONS)]}]})
     finally:
