@@ -481,11 +481,51 @@ def bench_analyze(events: str, out: str, master: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--groups", "group_counts", default="1000,10000", show_default=True,
               help="Comma-separated group counts, one run each.")
-@click.option("--session-timeout", default=6.0, show_default=True, type=click.FloatRange(4, 40),
-              help="The instances' ZooKeeper session timeout: the detection time of a kill -9.")
-def bench_failover(as_json: bool, group_counts: str, session_timeout: float) -> None:
+@click.option("--session-timeout", default=None, type=click.FloatRange(4, 40),
+              help="The instances' ZooKeeper session timeout: the detection time of a kill -9.  [default: 6; "
+                   "with --clients 10, groupkeeper's own]")
+@click.option("--clients", "with_clients", is_flag=True,
+              help="Instead: real consumers (librdkafka, kafka-python, aiokafka; KIP-848 librdkafka) through two "
+                   "gateway instances in front of Tansu; their coordinator killed (-9); the stall per client "
+                   "beside the detection.")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1, 20), help="With --clients: rounds.")
+@click.option("--rate", default=1000.0, show_default=True, type=click.FloatRange(1, 20_000),
+              help="With --clients: records produced per second.")
+@click.option("--consumers", "per_client", default=1, show_default=True, type=click.IntRange(1, 10),
+              help="With --clients: consumers of each client in each group.")
+@click.option("--client-session-timeout", default=None, type=click.FloatRange(1, 60),
+              help="With --clients: the consumers' session.timeout.ms, in seconds (KIP-848: the coordinators' "
+                   "group_consumer_session_timeout_ms).  [default: --session-timeout]")
+@click.option("--observe", default=None, type=click.FloatRange(1, 600),
+              help="With --clients: seconds observed after the kill.  [default: the detection "
+                   "(--session-timeout + 3) + the clients' session + 5]")
+@click.pass_context
+def bench_failover(ctx: click.Context, as_json: bool, group_counts: str, session_timeout: float | None,
+                   with_clients: bool, rounds: int, rate: float, per_client: int,
+                   client_session_timeout: float | None, observe: float | None) -> None:
     """Groups over 3 instances; one killed (-9), then one stopped (SIGTERM): time until each
-    of its groups answers at its new owner, beside a plain read of what the new owner loads."""
+    of its groups answers at its new owner, beside a plain read of what the new owner loads.
+    With --clients: consumers of real clients through the gateway, and how long each stalls
+    when the instance coordinating its group is killed. Exit status 1 if an acknowledged record
+    was lost."""
+    given = {name for name in ("rounds", "rate", "per_client", "client_session_timeout", "observe", "group_counts")
+             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
+    flags = {"rounds": "--rounds", "rate": "--rate", "per_client": "--consumers",
+             "client_session_timeout": "--client-session-timeout", "observe": "--observe", "group_counts": "--groups"}
+    if with_clients:
+        if "group_counts" in given:
+            raise click.ClickException("--groups is the groups case's, not --clients'")
+        from .bench import failover_clients
+        settings = failover_clients.Settings(rounds=rounds, rate=rate, per_client=per_client,
+                                             zk_session_timeout=session_timeout or 10.0,
+                                             client_session_timeout=client_session_timeout, observe=observe)
+        result = _run_bench(lambda: failover_clients.run(settings), failover_clients.table, as_json,
+                            failover_clients.FailoverClientsError)
+        if result["lost"]:
+            raise SystemExit(1)
+        return
+    if given - {"group_counts"}:
+        raise click.ClickException(f"{flags[sorted(given - {'group_counts'})[0]]} needs --clients")
     from .bench import failover
     try:
         counts = [int(n) for n in group_counts.split(",")]
@@ -493,7 +533,7 @@ def bench_failover(as_json: bool, group_counts: str, session_timeout: float) -> 
         raise click.ClickException(f"--groups: not a list of numbers: {group_counts!r}") from None
     if not all(1 <= n <= 1_000_000 for n in counts):
         raise click.ClickException("--groups: each count must be between 1 and 1000000")
-    _run_bench(lambda: failover.run(counts, session_timeout), failover.table, as_json, RuntimeError)
+    _run_bench(lambda: failover.run(counts, session_timeout or 6.0), failover.table, as_json, RuntimeError)
 
 
 @bench.command("security")
