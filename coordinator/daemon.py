@@ -48,6 +48,8 @@ from .topics.brokers import BrokerTopics
 from .topics.log_ends import LogEndPoller, LogEnds
 from .topics.zookeeper import ZooKeeperTopics
 from .store.session import SessionGuard
+from .store.transactions import TransactionOutcomes
+from .gateway.transactions import Recorder
 from .store.zkserver import ZooKeeperServer, data_bytes
 from .store.budget import Budget, derived_budget
 
@@ -283,6 +285,10 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             windows = lag.CommitWindows(log_ends)
             if config["metrics_listen"]:
                 coordinator.on_durable = windows.committed
+            # every transactional id's latest known state (begun, committed, aborted), for the
+            # owners of groups with pending transactional offsets: coordinator.transactions
+            outcomes = coordinator.transactions = TransactionOutcomes(zk, config["transactions_outcome_retention_ms"])
+            await nursery.start(outcomes.run)
             await nursery.start(coordinator.run)
             authentication = acl_store = None
             if any(listener.sasl for listener, _ in kafka_listeners):
@@ -311,6 +317,8 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 config["max_connections_per_ip"], config["request_read_timeout_ms"] / 1000,
                 config["max_queued_reply_bytes"]), Security(tls, authentication))
             if gateway is not None:
+                gateway.transactions = Recorder(outcomes)  # what it relays of transactions, recorded
+                await nursery.start(gateway.transactions.run)
                 await gateway.prepare()
             await nursery.start(server.serve, listeners)
             if gateway is not None:

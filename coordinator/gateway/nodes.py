@@ -36,7 +36,7 @@ from ..serving.interfaces import CloseConnection
 from ..serving.pending import Pending
 from ..topics.brokers import BrokerConnection, BrokerTopics
 from ..topics.log_ends import LogEnds
-from . import rewrite
+from . import rewrite, transactions
 from .links import BrokerLink, BrokerSecurity
 from .ports import PortScheme
 
@@ -87,6 +87,8 @@ class Gateway:
         # coordinator nodes and open nodes then, the rewrite's size prefix and bytes after its correlation id)
         self._metadata_rewrites: dict[tuple[int, str, int], tuple[bytes, list, set[int], bytes, bytes]] = {}
         self._malformed: set[tuple[tuple[str, int], int, str]] = set()  # (broker, api key, kind) logged once
+        # where the transaction states relayed answers say are recorded (InitProducerId, EndTxn), if they are
+        self.transactions: transactions.Recorder | None = None
 
     # -- nodes ---------------------------------------------------------------------------
 
@@ -198,6 +200,8 @@ class Gateway:
         pending = Pending()
         listener = connection.client.listener.name
         rewriter = self._rewriter(api_key, api_version, listener, merge, link.address)
+        if self.transactions is not None and api_key in transactions.OBSERVED:  # read on the way, for every instance
+            rewriter = transactions.observing(api_key, api_version, frame, self.transactions, rewriter)
         # a Fetch answer that may name brokers streams all the same, walked as it passes (its
         # tagged fields fixed in place); with `merge` (ACLs) it is gathered and rewritten whole
         # (and every Fetch answer when consumer lag is measured: its high watermarks are read)

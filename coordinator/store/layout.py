@@ -23,6 +23,11 @@
 /groupkeeper/partitions/<n>/groups/<group>/offsets/<topic>/<shard>
                                                     committed offsets of SHARD_PARTITIONS
                                                     partitions of one topic
+/groupkeeper/transactions/<transactional id>        the latest known state of a transactional
+                                                    id, as the gateways saw its transaction
+                                                    coordinator answer (JSON: producer id and
+                                                    epoch, begun, committed or aborted, when;
+                                                    store/transactions.py)
 ```
 
 Group and topic names are escaped into single znode names (`escape`), since a Kafka group
@@ -101,6 +106,14 @@ AUDIT_KEEP = 1000
 
 def instance_path(instance_id: int) -> str:
     return f"{INSTANCES}/{instance_id}"
+
+
+TRANSACTIONS = f"{ROOT}/transactions"
+
+
+def transaction_path(transactional_id: str) -> str:
+    """The record of a transactional id's latest known state (store/transactions.py)."""
+    return f"{TRANSACTIONS}/{escape(transactional_id)}"
 
 
 def placement_path() -> str:
