@@ -78,6 +78,16 @@ GROUP_FULL_REFUSALS = Counter(
 OFFSET_COMMITS = Counter("groupkeeper_offset_commits_total",
                          "OffsetCommit requests that were written (some partitions may have failed).",
                          registry=REGISTRY)
+TXN_OFFSET_COMMITS = Counter("groupkeeper_txn_offset_commits_total",
+                             "TxnOffsetCommit requests whose offsets were written, pending their transaction's "
+                             "outcome.", registry=REGISTRY)
+TXN_OUTCOMES = Counter("groupkeeper_transactions_resolved_total",
+                       "Transactions whose pending offsets were resolved here, by outcome (committed, aborted).",
+                       ["outcome"], registry=REGISTRY)
+TXN_UNRESOLVED = Counter("groupkeeper_transactions_unresolved_total",
+                         "Pending transactions found ended without a known outcome (a later epoch of their "
+                         "producer began, no commit or abort recorded): kept pending, never guessed.",
+                         registry=REGISTRY)
 OFFSET_COMMIT_PARTITIONS = Counter("groupkeeper_offset_commit_partitions_total",
                                    "Partition offsets committed.", registry=REGISTRY)
 OFFSET_COMMIT_WRITES = Counter("groupkeeper_offset_commit_writes_total",

@@ -25,6 +25,7 @@ from .acls_cli import acls
 from .tables import table
 from .groups_cli import groups
 from .topics_admin import RegistryAdmin
+from .transactions_cli import transactions
 from .users_cli import users
 from .zookeeper_options import quiet_kazoo
 
@@ -62,6 +63,7 @@ def main() -> None:
 main.add_command(groups)
 main.add_command(users)
 main.add_command(acls)
+main.add_command(transactions)
 
 
 def _comma_list(ctx, param, value: str | None) -> list[str] | None:

@@ -415,6 +415,8 @@ class GroupApi(ApiPart):
         group = route.groups.group(group_id) or route.groups.consumer_groups.get(group_id)
         if group is not None and group.members:
             return E.NON_EMPTY_GROUP
+        if route.pending is not None and route.pending.of_group(group_id):
+            return E.NON_EMPTY_GROUP  # a transaction's offsets pending: not deleted under it (nor expired)
         if group is None and group_id not in route.store.durable and group_id not in route.store.groups:
             return E.GROUP_ID_NOT_FOUND
         try:

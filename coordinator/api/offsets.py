@@ -13,7 +13,7 @@ from functools import partial
 import trio
 
 from protocol import ErrorCode, messages as m
-from protocol.schemas import OFFSET_COMMIT, OFFSET_FETCH
+from protocol.schemas import OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT
 
 from .. import metrics
 from ..cluster.ownership import Owned
@@ -21,6 +21,7 @@ from ..security.acls.authorizer import Operation, ResourceType
 from ..security.client import ANONYMOUS, Client
 from ..serving.pending import Deferred, Pending
 from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error_code
+from ..store.pending import TxnKey
 from .access import MAX_TOPIC_NAME, ApiPart
 
 E = ErrorCode
@@ -40,7 +41,77 @@ class OffsetApi(ApiPart):
         self._lines: dict[str, deque[_Ticket]] = {}
 
     def handlers(self) -> dict:
-        return {OFFSET_COMMIT.key: self.offset_commit, OFFSET_FETCH.key: self.offset_fetch}
+        return {OFFSET_COMMIT.key: self.offset_commit, OFFSET_FETCH.key: self.offset_fetch,
+                TXN_OFFSET_COMMIT.key: self.txn_offset_commit}
+
+    async def txn_offset_commit(self, header, request, client):
+        """TxnOffsetCommit: a transactional producer's offsets for a group, kept pending until
+        its transaction's outcome is known (store/pending.py), checked as Kafka checks them:
+        Write on the transactional id, Read on the group and each topic; each topic's name
+        and existence as OffsetCommit's; from v3 (KIP-447) the member as OffsetCommit checks
+        it (a member epoch in the generation's place for a consumer-protocol group, answered
+        ILLEGAL_GENERATION when stale, as Kafka answers a transactional commit); a producer
+        epoch older than one pending for the same transactional id and producer is a zombie's
+        (PRODUCER_FENCED)."""
+        def answer(error_of) -> m.TxnOffsetCommitResponse:
+            return m.TxnOffsetCommitResponse(topics=[m.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+                m.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                   error_code=error_of(t.name, p.partition_index))
+                for p in t.partitions]) for t in request.topics])
+
+        if not self.allowed(client, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return answer(lambda topic, p: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not self.allowed(client, Operation.READ, ResourceType.GROUP, request.group_id):
+            return answer(lambda topic, p: E.GROUP_AUTHORIZATION_FAILED)
+        route = self.coordinator.route(request.group_id)
+        if not isinstance(route, Owned):
+            return answer(lambda topic, p: route)
+        if route.pending is None:  # not served here (see ownership.Owned)
+            return answer(lambda topic, p: E.UNSUPPORTED_VERSION)
+        if sum(len(t.partitions) for t in request.topics) > self.coordinator.group_config.max_commit_partitions:
+            return answer(lambda topic, p: E.INVALID_COMMIT_OFFSET_SIZE)
+        refused = {}
+        for t in request.topics:
+            if len(t.name) > MAX_TOPIC_NAME:
+                code = E.INVALID_TOPIC_EXCEPTION
+            elif self.acls is not None and not self.allowed(client, Operation.READ, ResourceType.TOPIC, t.name):
+                code = E.TOPIC_AUTHORIZATION_FAILED
+            else:
+                code = next((E.OFFSET_METADATA_TOO_LARGE for p in t.partitions if p.committed_metadata is not None
+                             and len(p.committed_metadata) > MAX_OFFSET_METADATA), None)
+                if code is None:
+                    continue
+            refused.update(dict.fromkeys(((t.name, p.partition_index) for p in t.partitions), code))
+        missing = missing_partitions(request.topics, refused, self.topics.partitions)
+        unsure = unsure_topics(missing)
+        counts = await self.topics.partition_counts(unsure, CONFIRM_TIMEOUT) if unsure else {}
+        refused.update(existence_refusals(missing, counts))
+        if all((t.name, p.partition_index) in refused for t in request.topics for p in t.partitions):
+            return answer(lambda topic, p: refused[(topic, p)])
+        route = self.coordinator.route(request.group_id)  # again: the source may have taken a while
+        if not isinstance(route, Owned):
+            return answer(lambda topic, p: refused.get((topic, p), route))
+        if header.api_version >= 3 and (request.member_id or request.generation_id >= 0):
+            error = route.groups.commit_check(request.group_id, request.member_id, request.generation_id,
+                                              request.group_instance_id, member_epochs=True, transactional=True)
+            if error != E.NONE:
+                return answer(lambda topic, p: refused.get((topic, p), error))
+        key = TxnKey(request.transactional_id, request.producer_id, request.producer_epoch)
+        if route.pending.fenced_by(request.group_id, key) is not None:
+            return answer(lambda topic, p: refused.get((topic, p), E.PRODUCER_FENCED))
+        offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+                   for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in refused}
+        try:
+            await route.pending.add(request.group_id, key, offsets)
+        except STORE_FAILURES as exc:
+            code = store_error_code(exc)
+            return answer(lambda topic, p: refused.get((topic, p), code))
+        metrics.TXN_OFFSET_COMMITS.inc()
+        self.coordinator.events.emit("transactional_offsets_pending", request.group_id,
+                                     transactional_id=request.transactional_id, producer_id=request.producer_id,
+                                     producer_epoch=request.producer_epoch, partitions=len(offsets))
+        self.coordinator.on_pending(route, request.group_id, key)  # its outcome is watched for
+        return answer(lambda topic, p: refused.get((topic, p), E.NONE))
 
     def offset_commit(self, header, request, client):
         """Kafka's order: the group's ACL, then each topic's name, ACL and existence (a
@@ -207,26 +278,29 @@ class OffsetApi(ApiPart):
         """Authorized, routed and settled here; the answer, megabytes for a group of many
         partitions (and a v8 request may name a group many times), is made by the connection
         once its client has room for it (`Deferred`), from what is durable then."""
+        stable = header.api_version >= 7 and request.require_stable
         if header.api_version >= 8:
             groups = [(g.group_id, await self._settled(g.group_id, client, g.member_id, g.member_epoch),
                        None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics])
                       for g in request.groups]
-            return Deferred(partial(self._groups_answer, groups, client))
+            return Deferred(partial(self._groups_answer, groups, client, stable))
         topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
         route = await self._settled(request.group_id, client)
-        return Deferred(partial(self._answer, header.api_version, route, request.group_id, topics, client))
+        return Deferred(partial(self._answer, header.api_version, route, request.group_id, topics, client, stable))
 
-    def _groups_answer(self, groups, client: Client) -> m.OffsetFetchResponse:
+    def _groups_answer(self, groups, client: Client, stable: bool = False) -> m.OffsetFetchResponse:
         return m.OffsetFetchResponse(groups=[
             m.OffsetFetchResponseGroup(group_id=gid, error_code=error, topics=[
                 m.OffsetFetchResponseTopics(name=name, partitions=[
                     m.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
                                                     committed_leader_epoch=e, metadata=md, error_code=pe)
                     for p, o, e, md, pe in parts]) for name, parts in result])
-            for gid, error, result in (self._fetch_group(gid, route, topics, client) for gid, route, topics in groups)])
+            for gid, error, result in (self._fetch_group(gid, route, topics, client, stable)
+                                       for gid, route, topics in groups)])
 
-    def _answer(self, version: int, route, group_id: str, topics, client: Client) -> m.OffsetFetchResponse:
-        _, error, result = self._fetch_group(group_id, route, topics, client)
+    def _answer(self, version: int, route, group_id: str, topics, client: Client,
+                stable: bool = False) -> m.OffsetFetchResponse:
+        _, error, result = self._fetch_group(group_id, route, topics, client, stable)
         return m.OffsetFetchResponse(error_code=error, topics=[
             m.OffsetFetchResponseTopic(name=name, partitions=[
                 m.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
@@ -247,23 +321,29 @@ class OffsetApi(ApiPart):
                 route = store_error_code(exc)
         return route
 
-    def _fetch_group(self, group_id: str, route, topics, client: Client):
+    def _fetch_group(self, group_id: str, route, topics, client: Client, stable: bool = False):
         """(group, error, [(topic, [(partition, offset, epoch, metadata, error)])]): of the
-        topics the client may describe; those named that it may not, TOPIC_AUTHORIZATION_FAILED."""
+        topics the client may describe; those named that it may not, TOPIC_AUTHORIZATION_FAILED.
+        `stable` (require_stable, KIP-447: read_committed consumers ask it): a partition with
+        transactional offsets pending is answered UNSTABLE_OFFSET_COMMIT, which the client
+        retries, so that it never starts from an offset its transaction may still abort."""
         if not isinstance(route, Owned):
             return group_id, route, [(name, [(p, -1, -1, "", route) for p in parts]) for name, parts in topics or []]
         committed = route.store.durable.get(group_id, {})
+        unstable = route.pending.partitions(group_id) if stable and route.pending is not None else set()
         named = topics is not None
         if not named:  # all of them: those it may not describe left out
-            topics = [(name, sorted(parts)) for name, parts in sorted(committed.items())
-                      if self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name)]
+            names = set(committed) | {t for t, _ in unstable}
+            topics = [(name, sorted(set(committed.get(name, ())) | {p for t, p in unstable if t == name}))
+                      for name in sorted(names) if self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name)]
         result = []
         for name, parts in topics:
             if named and not self.allowed(client, Operation.DESCRIBE, ResourceType.TOPIC, name):
                 result.append((name, [(p, -1, -1, "", E.TOPIC_AUTHORIZATION_FAILED) for p in parts]))
                 continue
             have = committed.get(name, {})
-            result.append((name, [(p, *(_entry(have[p]) if p in have else (-1, -1, "")), E.NONE)
+            result.append((name, [(p, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT) if (name, p) in unstable else
+                                  (p, *(_entry(have[p]) if p in have else (-1, -1, "")), E.NONE)
                                   for p in parts]))
         return group_id, E.NONE, result
 

@@ -23,7 +23,7 @@ from .access import ApiPart
 from .cluster import ClusterApi
 from .groups import GroupApi
 from .offsets import OffsetApi
-from .versions import SUPPORTED, WAITS
+from .versions import SUPPORTED, TRANSACTIONAL_OFFSETS, WAITS
 
 
 class Api:
@@ -38,6 +38,9 @@ class Api:
         self.groups.share_groups = getattr(self.cluster, "share_groups", None)  # the gateway's: the brokers'
         self.offsets = OffsetApi(coordinator, topics, acls)
         self._ours: dict[int, Callable] = {**self.groups.handlers(), **self.offsets.handlers()}
+        # what is served, in which versions: TxnOffsetCommit only where transactions' outcomes are seen
+        self._served = {**SUPPORTED, **(TRANSACTIONAL_OFFSETS if getattr(self.cluster, "sees_transactions", False)
+                                       else {})}
         # the heartbeat's fast path, bound here: no call in between on the hottest request
         self.stable_heartbeat: Callable[[bytes, float, Client], bytes | None] = self.groups.stable_heartbeat
         self.steady_consumer_heartbeat: Callable[[bytes, float, Client], bytes | None] = \
@@ -50,7 +53,7 @@ class Api:
         handler = self._ours.get(api_key)
         if handler is None:
             return self.cluster.route(api_key, api_version)
-        lo, hi = SUPPORTED[api_key]
+        lo, hi = self._served.get(api_key, (0, -1))  # a handler not served here: refused
         return (handler, api_key in WAITS, False) if lo <= api_version <= hi else None
 
     def api_versions_response(self, error: ErrorCode = ErrorCode.NONE) -> m.ApiVersionsResponse:

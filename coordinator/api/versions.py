@@ -6,7 +6,8 @@ from __future__ import annotations
 from protocol.schemas import (API_VERSIONS, CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS,
                               DESCRIBE_GROUPS, FETCH, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS,
                               LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH,
-                              OFFSET_FOR_LEADER_EPOCH, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, SYNC_GROUP)
+                              OFFSET_FOR_LEADER_EPOCH, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, SYNC_GROUP,
+                              TXN_OFFSET_COMMIT)
 
 # What we advertise: implemented and tested. OffsetCommit/OffsetFetch stop before the
 # versions that name topics by id; OffsetCommit starts at 2 as Kafka 4 does.
@@ -17,6 +18,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_GROUPS.key: (0, 5), DELETE_GROUPS.key: (0, 2), SASL_HANDSHAKE.key: (0, 1), SASL_AUTHENTICATE.key: (0, 2),
     CONSUMER_GROUP_HEARTBEAT.key: (0, 1), CONSUMER_GROUP_DESCRIBE.key: (0, 1), OFFSET_DELETE.key: (0, 0),
 }
+# Served only where the outcomes of transactions are seen (the gateway: every EndTxn passes
+# it; store/transactions.py): TxnOffsetCommit's offsets pend until their transaction ends.
+# v3+ carries the member (KIP-447); v5 is transaction version 2's (KIP-890), the same fields.
+TRANSACTIONAL_OFFSETS: dict[int, tuple[int, int]] = {TXN_OFFSET_COMMIT.key: (0, 5)}
 # The APIs clients send only to a partition's leader. Some clients apply the bootstrap
 # server's ApiVersions to every broker (KafkaJS does, and stops a consumer whose broker lacks
 # Fetch), so they are advertised with the cluster's ranges: what the brokers say (the
@@ -28,4 +33,4 @@ LEADER_ONLY: dict[int, tuple[int, int]] = {
 # the APIs whose handlers may answer with a coroutine or a Pending (they wait for something; ListGroups:
 # the share groups of a broker, on its node port of the gateway)
 WAITS = frozenset({JOIN_GROUP.key, SYNC_GROUP.key, OFFSET_COMMIT.key, OFFSET_FETCH.key, DELETE_GROUPS.key,
-                   CONSUMER_GROUP_HEARTBEAT.key, OFFSET_DELETE.key, LIST_GROUPS.key})
+                   CONSUMER_GROUP_HEARTBEAT.key, OFFSET_DELETE.key, LIST_GROUPS.key, TXN_OFFSET_COMMIT.key})

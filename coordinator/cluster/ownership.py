@@ -44,6 +44,7 @@ from ..store.bridge import ZooKeeperBridge
 from ..store.errors import NotOwner, StoreError, StoreUnavailable
 from ..store.fence import Fence, Previous, release
 from ..store.partition import PartitionStore
+from ..store.pending import PendingOffsets, TxnKey
 from ..store.writer import OffsetWriter
 from ..topics.view import TopicView
 from ..store.session import SessionGuard
@@ -63,6 +64,7 @@ class Owned:
     groups: GroupSet
     loaded: trio.Event = field(default_factory=trio.Event)
     releasing: bool = False  # handing over: answered NOT_COORDINATOR
+    pending: PendingOffsets | None = None  # transactional offsets pending their outcome
 
 
 class _Slot:
@@ -96,6 +98,11 @@ class Coordinator:
         self.writer = OffsetWriter(zk)  # every owned group-partition's offset writes
         # told of every commit ZooKeeper confirms (group, topic, entries): `lag.CommitWindows`
         self.on_durable: Callable[[str, str, dict], None] | None = None
+        # where transactions' outcomes are learned (`store.transactions.TransactionOutcomes`,
+        # through the gateway, which sees every EndTxn); None: pending offsets wait unresolved
+        self.transactions = None
+        self._watched: set[str] = set()  # transactional ids watched for their outcome
+        self._unresolved: set[TxnKey] = set()  # reported ended without an outcome (once each)
         self.group_partitions = 0  # known once running
         self.placement: Placement | None = None
         self.owned: dict[int, Owned] = {}
@@ -241,7 +248,8 @@ class Coordinator:
                 owned = slot.owned = Owned(store, GroupSet(
                     self.group_config, self.assignors, self._partitions_of, store.write_group, self.strict,
                     self.events, lease=self.guard.wait_current, consumer_assignors=self.consumer_assignors,
-                    topic_counts=self.topics.partitions, wall_ms=self.wall_ms))
+                    topic_counts=self.topics.partitions, wall_ms=self.wall_ms),
+                    pending=PendingOffsets(self.zk, slot.fence, store, self.wall_ms))
                 self.owned[n] = owned
                 self._touch()
                 self.events.emit("ownership_gained", None, partition=n, epoch=slot.fence.epoch, reason=reason)
@@ -298,6 +306,7 @@ class Coordinator:
         while True:  # a disconnection while loading: load again once reconnected
             try:
                 loaded = await owned.store.load()
+                await owned.pending.load()
                 break
             except KazooException as exc:
                 self.log.warning("loading a group-partition failed; retrying", partition=n,
@@ -321,10 +330,14 @@ class Coordinator:
             config = self.group_config
             await nursery.start(Retention(owned.store, owned.groups, config.offsets_retention_ms,
                                           config.offsets_retention_check_interval, self.wall_ms, self.events,
-                                          lease=self.guard.wait_current).run)
+                                          lease=self.guard.wait_current,
+                                          pending=lambda group_id: bool(owned.pending.of_group(group_id))).run)
             owned.groups.check_topics()
             owned.loaded.set()
             self._touch()
+            # what the previous owner left pending: its outcome may be known already
+            for transactional_id in sorted({key.transactional_id for key in owned.pending.keys()}):
+                nursery.start_soon(self._watch, transactional_id, True)
             if downtime is not None:
                 metrics.TAKEOVER_SECONDS.labels(reason).observe(max(0.0, downtime()))
             self.log.info("group-partition gained", partition=n, reason=reason, epoch=owned.store.fence.epoch,
@@ -357,6 +370,70 @@ class Coordinator:
         self.events.emit("ownership_lost", None, partition=slot.partition, epoch=slot.fence.epoch, reason=reason)
         metrics.PARTITIONS_LOST.labels(reason).inc()
         self.log.info("group-partition handed over", partition=slot.partition, reason=reason)
+
+    # -- transactions' outcomes ----------------------------------------------------------
+
+    def on_pending(self, owned: Owned, group_id: str, key: TxnKey) -> None:
+        """Offsets of the transaction `key` are pending here (TxnOffsetCommit): its outcome
+        is watched for."""
+        if self.transactions is not None and self._nursery is not None:
+            self._nursery.start_soon(self._watch, key.transactional_id)
+
+    async def _watch(self, transactional_id: str, fresh: bool = False) -> None:
+        if self.transactions is None:
+            return
+        if transactional_id not in self._watched:
+            self._watched.add(transactional_id)
+            self.transactions.watch(transactional_id, self._outcome)
+        outcome = self.transactions.latest(transactional_id)
+        if fresh:  # a takeover: the record as it is now, not as this instance last saw it
+            try:
+                outcome = await self.transactions.read(transactional_id)
+            except KazooException:
+                pass  # the watch brings it once ZooKeeper answers
+        if outcome is not None:
+            self._outcome(outcome)
+
+    def _outcome(self, outcome) -> None:
+        """A transactional id's record changed (store/transactions.py): the pending
+        transactions it decides are resolved, in a task each."""
+        if self._nursery is None:
+            return
+        for owned in list(self.owned.values()):
+            if owned.pending is None or not owned.loaded.is_set() or owned.releasing:
+                continue
+            verdicts: dict[tuple[TxnKey, str], list[str]] = {}
+            for group, txns in owned.pending.by_group.items():
+                for key, txn in txns.items():
+                    if key.transactional_id == outcome.transactional_id:
+                        verdict = decide(key, txn.zxid, outcome)
+                        if verdict is not None:
+                            verdicts.setdefault((key, verdict), []).append(group)
+            for (key, verdict), groups in verdicts.items():
+                if verdict in ("committed", "aborted"):
+                    self._nursery.start_soon(self._resolve, owned, key, verdict == "committed", groups)
+                elif key not in self._unresolved:
+                    self._unresolved.add(key)
+                    metrics.TXN_UNRESOLVED.inc()
+                    self.log.warning("a transaction ended without a known outcome: its offsets stay pending",
+                                     transactional_id=key.transactional_id, producer_id=key.producer_id,
+                                     producer_epoch=key.producer_epoch, groups=groups[:10],
+                                     later_epoch=outcome.producer_epoch, later_producer_id=outcome.producer_id)
+
+    async def _resolve(self, owned: Owned, key: TxnKey, committed: bool, groups: list[str]) -> None:
+        try:
+            groups = await owned.pending.resolve(key, committed, groups)
+        except (KazooException, StoreUnavailable, StoreError, NotOwner) as exc:
+            self.log.warning("resolving a transaction's offsets failed; tried again at the next change or load",
+                             transactional_id=key.transactional_id, error=str(exc) or type(exc).__name__)
+            return
+        if groups:
+            metrics.TXN_OUTCOMES.labels("committed" if committed else "aborted").inc()
+        if self.transactions is not None and not any(
+                o.pending is not None and any(k.transactional_id == key.transactional_id for k in o.pending.keys())
+                for o in self.owned.values()):
+            self._watched.discard(key.transactional_id)
+            self.transactions.unwatch(key.transactional_id, self._outcome)
 
     def _partitions_of(self, topic: str) -> int:
         count = self.topics.partitions.get(topic, 0)
@@ -413,6 +490,26 @@ class Coordinator:
         with trio.move_on_at(deadline):
             while self._slots:
                 await self.changed.wait()
+
+
+def decide(key: TxnKey, zxid: int, outcome) -> str | None:
+    """What a transactional id's record (`outcome`: store/transactions.py) says of the
+    pending transaction `key` whose offsets were last written at `zxid`: "committed" or
+    "aborted" when an end of its producer id and epoch was recorded after them (the state, or
+    the end kept as "previous"), which is its end (an end recorded before them is an earlier
+    transaction's: under transaction version 1 they share the epoch); "unknown" when, after
+    them, a later transaction of that id began (another producer id, or a later epoch) with no
+    end of this one recorded: its end was never seen, and is never guessed; None while it may
+    still be open."""
+    def ends_it(state) -> bool:
+        return (state is not None and state.state in ("committed", "aborted") and state.zxid > zxid
+                and (state.producer_id, state.producer_epoch) == (key.producer_id, key.producer_epoch))
+    for state in (outcome, outcome.previous):
+        if ends_it(state):
+            return state.state
+    if outcome.zxid > zxid and (outcome.producer_id != key.producer_id or outcome.producer_epoch > key.producer_epoch):
+        return "unknown"
+    return None
 
 
 def _gained_reason(previous: Previous, me: int) -> str:

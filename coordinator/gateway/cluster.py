@@ -10,7 +10,8 @@ beside a cluster, the gateway relays from the brokers.
 | Metadata, DescribeCluster | relayed; the brokers rewritten to our node ports, our coordinator nodes added to Metadata |
 | share groups' heartbeat, describe and offsets (KIP-932) | relayed to the broker that coordinates the group (asked of the cluster, remembered) |
 | ShareFetch, ShareAcknowledge | relayed to the leader's node port; their node endpoints rewritten |
-| TxnOffsetCommit, streams groups | refused: not advertised, and closed if sent (see REFUSED) |
+| TxnOffsetCommit | ours (`api.offsets`): pending until the transaction's end, which the gateway records as it relays EndTxn (`gateway/transactions.py`) |
+| streams groups | refused: not advertised, and closed if sent (see REFUSED) |
 | everything else | relayed as bytes to the connection's broker |
 
 With ACLs on (`acls`), what is relayed is authorized first for the client's principal
@@ -30,24 +31,23 @@ from protocol.messages import class_for
 from protocol.framing import frame as framed
 from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_CLUSTER, DESCRIBE_SHARE_GROUP_OFFSETS, FETCH,
                               FIND_COORDINATOR, LIST_GROUPS, METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE,
-                              SHARE_ACKNOWLEDGE, SHARE_FETCH, SHARE_GROUP_DESCRIBE, SHARE_GROUP_HEARTBEAT)
+                              SHARE_ACKNOWLEDGE, SHARE_FETCH, SHARE_GROUP_DESCRIBE, SHARE_GROUP_HEARTBEAT,
+                              TXN_OFFSET_COMMIT)
 from protocol.schemas import APIS
 from protocol.schemas.share_groups import BY_GROUP
 
 from ..api.cluster import ClusterApi, within
-from ..api.versions import SUPPORTED
+from ..api.versions import SUPPORTED, TRANSACTIONAL_OFFSETS
 from ..serving.interfaces import CloseConnection, Route
 from ..serving.pending import Pending
 from ..topics.brokers import BrokerConnection
 from .authorize import AUTHORIZED, Authorization, Refused
 from .nodes import Gateway
 
-# Not relayed, not advertised. Group state the brokers' coordinator would keep apart from
-# ours: TxnOffsetCommit (28: exactly-once commits are
-# written by the transaction's markers into the brokers' own offsets topic, which
-# groupkeeper never reads, so they cannot be made correct here; the client is told the
-# broker does not support it, as a broker without it would) and the streams groups (88, 89).
-REFUSED = frozenset({28, 88, 89})
+# Not relayed, not advertised: group state the brokers' coordinator would keep apart from
+# ours, the streams groups (88, 89). TxnOffsetCommit (28) is never relayed: ours
+# (`sees_transactions`), advertised in the versions both we and the brokers have.
+REFUSED = frozenset({TXN_OFFSET_COMMIT.key, 88, 89})
 REWRITTEN_HERE = (METADATA.key, FIND_COORDINATOR.key, DESCRIBE_CLUSTER.key, PRODUCE.key, FETCH.key,
                   SHARE_FETCH.key, SHARE_ACKNOWLEDGE.key)
 # share groups' APIs that go to the group's coordinator at the brokers (KIP-932): routed by group
@@ -58,6 +58,7 @@ _MOVED = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
 class GatewayClusterApi(ClusterApi):
     authorization: Authorization | None = None  # with ACLs: what decides each relayed request
+    sees_transactions = True  # every EndTxn passes here: TxnOffsetCommit is served (api.router)
 
     def __init__(self, coordinator, topics, acls, gateway: Gateway, metadata_cache_bytes: int | None = None):
         super().__init__(coordinator, topics, acls, metadata_cache_bytes=metadata_cache_bytes)
@@ -190,6 +191,10 @@ class GatewayClusterApi(ClusterApi):
         for key, ours in SUPPORTED.items():  # what we answer ourselves, in our versions
             if key not in REWRITTEN_HERE or key not in brokers:
                 advertised[key] = ours
+        for key, ours in TRANSACTIONAL_OFFSETS.items():  # ours too, in the versions the brokers' transactions have
+            theirs = brokers.get(key, ours)
+            if (both := (max(ours[0], theirs[0]), min(ours[1], theirs[1])))[0] <= both[1]:
+                advertised[key] = both
         if self.authorization is not None:  # what is relayed: in the versions authorized
             for key, (lo, hi) in AUTHORIZED.items():
                 if key in advertised:

@@ -28,7 +28,7 @@ from protocol import ErrorCode, ProtocolError
 from protocol.fetch_stream import FetchWalk
 from protocol.framing import frame as framed
 from protocol.peek import head, produce_acks
-from protocol.schemas import APIS, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
+from protocol.schemas import APIS, END_TXN, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
 
 from .. import logs, metrics
 from ..listeners import Listener
@@ -200,7 +200,12 @@ class Gateway:
         pending = Pending()
         listener = connection.client.listener.name
         rewriter = self._rewriter(api_key, api_version, listener, merge, link.address)
-        if self.transactions is not None and api_key in transactions.OBSERVED:  # read on the way, for every instance
+        if self.transactions is not None and api_key == END_TXN.key:  # answered once its end is recorded
+            held = self.transactions.hold_end(api_version, frame, pending)
+            if held is not None:
+                link.send(frame, (held, correlation_id, rewriter, None))
+                return pending
+        elif self.transactions is not None and api_key in transactions.OBSERVED:  # read on the way
             rewriter = transactions.observing(api_key, api_version, frame, self.transactions, rewriter)
         # a Fetch answer that may name brokers streams all the same, walked as it passes (its
         # tagged fields fixed in place); with `merge` (ACLs) it is gathered and rewritten whole

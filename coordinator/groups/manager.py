@@ -701,14 +701,16 @@ class GroupSet:
         return errors
 
     def commit_check(self, group_id: str, member_id: str, generation: int, instance_id: str | None,
-                     member_epochs: bool = False) -> ErrorCode:
+                     member_epochs: bool = False, transactional: bool = False) -> ErrorCode:
         """Whether a commit may be taken: a classic member's generation, or a consumer group
-        member's epoch (`member_epochs`: OffsetCommit v9+, which they must use)."""
+        member's epoch (`member_epochs`: OffsetCommit v9+, which they must use; TxnOffsetCommit
+        v3+ carries it where the generation is, and is answered ILLEGAL_GENERATION for an
+        epoch other than the member's, as Kafka answers a `transactional` commit)."""
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             error = self.member_epoch_check(consumer_group, member_id, generation)
             member = consumer_group.members.get(member_id)
-            if member is not None and member.classic is not None:  # in a migrating group: classic answers
+            if transactional or (member is not None and member.classic is not None):  # classic answers
                 return E.ILLEGAL_GENERATION if error in (E.STALE_MEMBER_EPOCH, E.FENCED_MEMBER_EPOCH) else error
             if error == E.NONE and member_id and not member_epochs:
                 return E.UNSUPPORTED_VERSION  # a consumer-protocol member committing as a classic one

@@ -148,8 +148,10 @@ class Retention:
 
     def __init__(self, store: PartitionStore, groups: GroupSet, retention_ms: int, interval: float,
                  wall_ms: Callable[[], int], events: EventSink = DISCARD,
-                 lease: Callable[[], Awaitable[None]] | None = None):
+                 lease: Callable[[], Awaitable[None]] | None = None,
+                 pending: Callable[[str], bool] = lambda group_id: False):
         self.store = store
+        self.pending = pending  # whether a group has a transaction's offsets pending: it is kept, whole
         self.groups = groups
         self.retention_ms = retention_ms
         self.interval = interval
@@ -179,6 +181,8 @@ class Retention:
         candidates = set(store.durable) | store.bare_groups() | set(groups.groups) | set(groups.consumer_groups)
         removed_total = deleted_total = 0
         for group_id in sorted(candidates):
+            if self.pending(group_id):  # a transaction's offsets pending: the group kept whole until it ends
+                continue
             gone = expired(store.durable.get(group_id, {}), rule_of(groups, group_id), now_ms, self.retention_ms)
             removed = await store.expire_offsets(group_id, gone) if gone else 0
             deleted = False

@@ -337,6 +337,8 @@ class ClientConnection:
             return
         try:  # a relayed request's answer is its frame already
             frame = answer() if reply.header is None else _encoded(reply.header, answer(), started)
+        except CloseConnection as exc:  # an answer that must not go out (an EndTxn whose end was not recorded)
+            return self.close(str(exc))
         except Exception as exc:  # a bug: close this connection, keep serving the others
             return self.fail(-1 if reply.header is None else reply.header.api_key, exc)
         self._ready(reply, frame)

@@ -20,6 +20,10 @@
                                                     own record (JSON), written alone when
                                                     only it changed; the group's record names
                                                     its members and holds the target
+/groupkeeper/partitions/<n>/pending/<group>@<transactional id>@<producer id>@<epoch>
+                                                    offsets of a transaction of that
+                                                    producer epoch pending its outcome
+                                                    (TxnOffsetCommit; store/pending.py)
 /groupkeeper/partitions/<n>/groups/<group>/offsets/<topic>/<shard>
                                                     committed offsets of SHARD_PARTITIONS
                                                     partitions of one topic
@@ -130,6 +134,11 @@ def owner_path(partition: int) -> str:
 
 def epoch_path(partition: int) -> str:
     return f"{partition_path(partition)}/epoch"
+
+
+def pending_path(partition: int) -> str:
+    """The folder of a group-partition's pending transactional offsets (store/pending.py)."""
+    return f"{partition_path(partition)}/pending"
 
 
 def groups_path(partition: int) -> str:

@@ -42,6 +42,15 @@ they never fail what the client is answered.
 
 Watches coalesce: a reader sees the record as it is when it reads it, so two changes close
 together may reach a callback as one (the end then in "previous").
+
+Order against pending offsets (store/pending.py): under transaction version 1 a producer runs
+every transaction under one epoch, so "committed" at (producer id, epoch) does not say which
+of them. ZooKeeper's zxids do: a read `Outcome` carries the zxid of the record's last write
+(`zxid`), and an end moved to "previous" the zxid of the record it was read from (the write
+that made it the state, or a later one), kept in the record. The gateway answers EndTxn only
+once its end is recorded (gateway/transactions.py), so a producer's next transaction writes
+its pending offsets after its previous end: an end recorded after a transaction's pending
+offsets (a greater zxid) is that transaction's, one recorded before is an earlier one's.
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import trio
@@ -93,6 +102,9 @@ class Outcome:
     state: str  # BEGUN, COMMITTED or ABORTED
     at_ms: int
     previous: Outcome | None = None
+    # of the record's write (module docstring: order); 0 when not read from ZooKeeper; not
+    # part of the state (equal states are the same state, whichever write carried them)
+    zxid: int = field(default=0, compare=False)
 
     @property
     def ended(self) -> bool:
@@ -145,8 +157,11 @@ def encode(outcome: Outcome) -> bytes:
 
 
 def _fields(outcome: Outcome) -> dict[str, Any]:
-    return {"producer_id": outcome.producer_id, "producer_epoch": outcome.producer_epoch, "state": outcome.state,
-            "at_ms": outcome.at_ms}
+    fields = {"producer_id": outcome.producer_id, "producer_epoch": outcome.producer_epoch, "state": outcome.state,
+              "at_ms": outcome.at_ms}
+    if outcome.zxid:  # a previous end's: the record's write it was read from
+        fields["zxid"] = outcome.zxid
+    return fields
 
 
 def decode(transactional_id: str, data: bytes) -> Outcome | None:
@@ -162,7 +177,7 @@ def decode(transactional_id: str, data: bytes) -> Outcome | None:
 
 def _outcome(transactional_id: str, value: dict) -> Outcome:
     outcome = Outcome(transactional_id, value["producer_id"], value["producer_epoch"], value["state"],
-                      value["at_ms"])
+                      value["at_ms"], zxid=value.get("zxid", 0))
     if (outcome.state not in STATES or not all(type(v) is int for v in (
             outcome.producer_id, outcome.producer_epoch, outcome.at_ms))):
         raise ValueError("not a transaction record")
@@ -278,7 +293,10 @@ class TransactionOutcomes:
                     return
                 except NodeExistsError:
                     continue
-            value = merged(new, decode(new.transactional_id, data))
+            old = decode(new.transactional_id, data)
+            if old is not None:  # its state's write is this one, or earlier: what "previous" keeps of it
+                old = replace(old, zxid=stat.mzxid)
+            value = merged(new, old)
             if value is None:
                 return
             try:
@@ -347,8 +365,10 @@ class TransactionOutcomes:
             self._forget(transactional_id)
             return None
         self._versions[transactional_id] = stat.version
-        if outcome != self.records.get(transactional_id):
-            self.records[transactional_id] = outcome
+        outcome = replace(outcome, zxid=stat.mzxid)
+        changed = outcome != self.records.get(transactional_id)  # its zxid kept whether or not
+        self.records[transactional_id] = outcome
+        if changed:
             for callback in list(self._watchers.get(transactional_id, ())):
                 try:
                     callback(outcome)

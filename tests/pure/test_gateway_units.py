@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from coordinator.api.versions import SUPPORTED
+from coordinator.api.versions import SUPPORTED, TRANSACTIONAL_OFFSETS
 from coordinator.gateway.cluster import REFUSED, GatewayClusterApi
 from coordinator.gateway.ports import PortScheme
 from protocol import DecodeError, RequestHeader, encode_request
 from protocol.messages import build
 from protocol.peek import head, produce_acks
-from protocol.schemas import FETCH, FIND_COORDINATOR, JOIN_GROUP, METADATA, PRODUCE
+from protocol.schemas import FETCH, FIND_COORDINATOR, JOIN_GROUP, METADATA, PRODUCE, TXN_OFFSET_COMMIT
 from tools.bench.kafka_python import reference_object
 from tests.support.protocol_values import values
 
@@ -99,7 +99,8 @@ def test_the_gateway_advertises_the_brokers_apis_ours_and_none_refused():
     advertised = GatewayClusterApi.advertised(object.__new__(GatewayClusterApi), BROKER)
     assert advertised[19] == (2, 7) and advertised[22] == (0, 5)  # relayed as the brokers serve them
     assert advertised[JOIN_GROUP.key] == SUPPORTED[JOIN_GROUP.key]  # ours, never relayed
-    assert not REFUSED & set(advertised)  # TxnOffsetCommit, streams groups
+    assert not (REFUSED - {TXN_OFFSET_COMMIT.key}) & set(advertised)  # the streams groups
+    assert advertised[TXN_OFFSET_COMMIT.key] == (0, 4)  # ours, in the versions the brokers' transactions have
     assert advertised[47] == (0, 0)  # OffsetDelete: ours
     assert advertised[76] == (1, 1)  # share groups: relayed
     # KIP-951's node endpoints (Produce 10+, Fetch 16+) rewritten: the brokers' versions
@@ -109,4 +110,4 @@ def test_the_gateway_advertises_the_brokers_apis_ours_and_none_refused():
 
 
 def test_before_the_brokers_are_known_the_gateway_advertises_what_it_serves():
-    assert GatewayClusterApi.advertised(object.__new__(GatewayClusterApi), {}) == SUPPORTED
+    assert GatewayClusterApi.advertised(object.__new__(GatewayClusterApi), {}) == {**SUPPORTED, **TRANSACTIONAL_OFFSETS}

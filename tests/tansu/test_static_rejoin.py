@@ -26,6 +26,10 @@ from tests.support.tansu import Tansu
 from tools.kafka_admin import NodeConnection
 from protocol.schemas import LIST_GROUPS
 
+# four clients in turn, each restarting members (about a minute): `make conformance`, beside
+# the matrix, keeps `make test` within its 20 minutes
+pytestmark = pytest.mark.conformance
+
 PARTITIONS = 4
 SESSION_MS = 30_000  # far longer than a restart: the member is back within its session
 CLIENT_UNDER_TEST = {"kafka-python": CLIENTS["kafka-python (classic)"],

@@ -1,0 +1,245 @@
+"""Transactional offsets waiting for their transaction's outcome (TxnOffsetCommit: KIP-98,
+KIP-447) in one group-partition: held in memory by its owner and in ZooKeeper under the
+group-partition's fence, so that a new owner after a failover has them.
+
+```
+/groupkeeper/partitions/<n>/pending/<group>@<transactional id>@<producer id>@<epoch>
+    {"since_ms": first write, "offsets": [[topic, partition, offset, leader epoch, metadata,
+                                           written ms], ...]}
+```
+
+Names are escaped (`layout.escape` writes "@" as %40), so "@" separates them; one flat
+folder per group-partition, so that a new owner lists it in one round trip whatever its
+number of groups. One znode per (group, transactional id, producer id, epoch): a producer
+has one transaction open at a time, and under transaction version 2 (KIP-890) each of its
+transactions has an epoch of its own.
+
+When the transaction commits, its offsets become the group's committed ones, each only
+where no plain commit of that partition was written after it (Kafka's rule: the later
+write wins, whichever it was; here written ms against the committed entry's commit ms),
+through the ordinary commit path; then the znode goes. When it aborts, the znode goes.
+Applying a commit again (a new owner that loaded the znode before it went) changes
+nothing: the committed entries are newer than the pending ones by then.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import trio
+
+from .. import logs
+from . import layout
+from .bridge import ZooKeeperBridge
+from .errors import StoreError
+from .fence import Fence, fenced_commit
+from .multiread import GET
+from .partition import OffsetEntry, PartitionStore
+
+SEPARATOR = "@"  # never inside an escaped name
+# (offset, leader epoch, metadata, written ms)
+PendingEntry = tuple[int, int, str | None, int]
+
+
+@dataclass(frozen=True, order=True)
+class TxnKey:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass
+class PendingTxn:
+    key: TxnKey
+    since_ms: int  # wall clock, its first offsets' write: how long it has been pending
+    offsets: dict[tuple[str, int], PendingEntry] = field(default_factory=dict)
+    # ZooKeeper's zxid of its znode's last write: an end of its transaction is recorded after
+    # it (the producer ends a transaction once its offsets were answered), and an end recorded
+    # before it is an earlier transaction's, which under transaction version 1 has the same
+    # producer id and epoch (store/transactions.py orders them so)
+    zxid: int = 0
+
+
+def node_name(group: str, key: TxnKey) -> str:
+    return SEPARATOR.join((layout.escape(group), layout.escape(key.transactional_id), str(key.producer_id),
+                           str(key.producer_epoch)))
+
+
+def parse_node(name: str) -> tuple[str, TxnKey] | None:
+    """(group, key) of a pending znode's name; None for a name that is not one."""
+    parts = name.split(SEPARATOR)
+    if len(parts) != 4:
+        return None
+    try:
+        return layout.unescape(parts[0]), TxnKey(layout.unescape(parts[1]), int(parts[2]), int(parts[3]))
+    except ValueError:
+        return None
+
+
+def encode(txn: PendingTxn) -> bytes:
+    return layout.encode({"since_ms": txn.since_ms,
+                          "offsets": [[t, p, *entry] for (t, p), entry in sorted(txn.offsets.items())]})
+
+
+def decode(key: TxnKey, data: bytes, zxid: int = 0) -> PendingTxn:
+    record = layout.decode(data)
+    return PendingTxn(key, int(record["since_ms"]), {
+        (t, int(p)): (int(o), int(e), md, int(ms)) for t, p, o, e, md, ms in record["offsets"]}, zxid)
+
+
+def newer(entry: PendingEntry, committed: OffsetEntry | None) -> bool:
+    """Whether a committed transaction's entry replaces what is committed: written after it."""
+    return committed is None or committed[3] <= entry[3]
+
+
+class PendingOffsets:
+    """The pending transactional offsets of one group-partition (see the module's docstring).
+    `wall_ms`: the wall clock, in ms."""
+
+    def __init__(self, zk: ZooKeeperBridge, fence: Fence, store: PartitionStore,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+        self.zk, self.fence, self.store, self.wall_ms = zk, fence, store, wall_ms
+        self.by_group: dict[str, dict[TxnKey, PendingTxn]] = {}
+        self._turns: dict[tuple[str, TxnKey], trio.Lock] = {}  # one znode's writes in turn
+        self.log = logs.get("groupkeeper.transactions").bind(partition=fence.partition)
+
+    @property
+    def root(self) -> str:
+        return layout.pending_path(self.fence.partition)
+
+    def _path(self, group: str, key: TxnKey) -> str:
+        return f"{self.root}/{node_name(group, key)}"
+
+    async def load(self) -> None:
+        """Read every pending transaction of the group-partition (a new owner's, after
+        `PartitionStore.load`): one listing and one multiRead."""
+        await self.zk.ensure_path(self.root)
+        names = await self.zk.get_children(self.root)
+        parsed = [(name, parse_node(name)) for name in names]
+        known = [(name, p) for name, p in parsed if p is not None]
+        for name, p in parsed:
+            if p is None:
+                self.log.warning("a znode that is not a pending transaction's, left alone", node=name)
+        reads = await self.zk.read_many([(GET, f"{self.root}/{name}") for name, _ in known])
+        for (name, (group, key)), read in zip(known, reads):
+            if isinstance(read, BaseException) or read is None:
+                continue  # gone meanwhile (a former owner's last delete)
+            data, stat = read
+            self.by_group.setdefault(group, {})[key] = decode(key, data, stat.mzxid)
+
+    # -- what is pending ------------------------------------------------------------------
+
+    def of_group(self, group: str) -> Mapping[TxnKey, PendingTxn]:
+        return self.by_group.get(group, {})
+
+    def partitions(self, group: str) -> set[tuple[str, int]]:
+        """The group's partitions with an offset pending (OffsetFetch's require_stable)."""
+        return {tp for txn in self.by_group.get(group, {}).values() for tp in txn.offsets}
+
+    def keys(self) -> set[TxnKey]:
+        return {key for txns in self.by_group.values() for key in txns}
+
+    def groups_of(self, key: TxnKey) -> list[str]:
+        return [group for group, txns in self.by_group.items() if key in txns]
+
+    def fenced_by(self, group: str, key: TxnKey) -> TxnKey | None:
+        """A pending transaction of the same transactional id and producer id at a later
+        epoch in `group`: a commit under `key` comes from a zombie (PRODUCER_FENCED)."""
+        for other in self.by_group.get(group, {}):
+            if (other.transactional_id == key.transactional_id and other.producer_id == key.producer_id
+                    and other.producer_epoch > key.producer_epoch):
+                return other
+        return None
+
+    # -- changes --------------------------------------------------------------------------
+
+    async def add(self, group: str, key: TxnKey, offsets: Mapping[tuple[str, int], tuple[int, int, str | None]]) -> None:
+        """Offsets of the transaction `key` for `group`, merged into what it has pending
+        (a later TxnOffsetCommit of the same transaction replaces a partition's); returns
+        once ZooKeeper has confirmed them. Raises what the store raises."""
+        async with self._turn(group, key):
+            now = self.wall_ms()
+            before = self.by_group.get(group, {}).get(key)
+            txn = PendingTxn(key, before.since_ms if before else now, dict(before.offsets) if before else {})
+            txn.offsets.update({tp: (o, e, md, now) for tp, (o, e, md) in offsets.items()})
+            path, data = self._path(group, key), encode(txn)
+            txn_op = self.fence.transaction(self.zk)
+            if before is None:
+                txn_op.create(path, data)
+            else:
+                txn_op.set_data(path, data)
+            try:
+                await fenced_commit(self.zk, self.fence, txn_op)
+            except StoreError:
+                if before is not None or await self.zk.exists(path) is None:
+                    raise
+                txn_op = self.fence.transaction(self.zk)  # an earlier try whose answer was lost created it
+                txn_op.set_data(path, data)
+                await fenced_commit(self.zk, self.fence, txn_op)
+            stat = await self.zk.exists(path)  # this session reads its own write: its zxid
+            txn.zxid = stat.mzxid if stat is not None else 0
+            self.by_group.setdefault(group, {})[key] = txn
+
+    async def resolve(self, key: TxnKey, committed: bool, groups: list[str] | None = None) -> list[str]:
+        """The transaction `key` ended: on commit its offsets become the committed ones
+        (each where newer), on abort they are dropped; in `groups` (default: every group of
+        this group-partition that has them). Returns the groups resolved."""
+        groups = self.groups_of(key) if groups is None else groups
+        for group in groups:
+            async with self._turn(group, key):
+                txn = self.by_group.get(group, {}).get(key)
+                if txn is None:
+                    continue  # resolved meanwhile
+                if committed:
+                    durable = self.store.durable.get(group, {})
+                    now = self.wall_ms()
+                    entries: dict[tuple[str, int], OffsetEntry] = {
+                        (t, p): (o, e, md, now) for (t, p), (o, e, md, written) in txn.offsets.items()
+                        if newer((o, e, md, written), durable.get(t, {}).get(p))}
+                    if entries:
+                        await self.store.commit_offsets(group, entries)
+                await self._delete(group, key)
+                self.log.info("transactional offsets " + ("committed" if committed else "aborted"), group=group,
+                              transactional_id=key.transactional_id, producer_id=key.producer_id,
+                              producer_epoch=key.producer_epoch, partitions=len(txn.offsets))
+        return groups
+
+    async def drop_group(self, group: str) -> None:
+        """The group is deleted: its pending transactions go with it."""
+        for key in list(self.by_group.get(group, {})):
+            async with self._turn(group, key):
+                await self._delete(group, key)
+
+    async def _delete(self, group: str, key: TxnKey) -> None:
+        txn_op = self.fence.transaction(self.zk)
+        txn_op.delete(self._path(group, key))
+        try:
+            await fenced_commit(self.zk, self.fence, txn_op)
+        except StoreError:
+            if await self.zk.exists(self._path(group, key)) is not None:
+                raise  # else gone already: an earlier try whose answer was lost
+        txns = self.by_group.get(group, {})
+        txns.pop(key, None)
+        if not txns:
+            self.by_group.pop(group, None)
+
+    def _turn(self, group: str, key: TxnKey):
+        lock = self._turns.setdefault((group, key), trio.Lock())
+        return _Turn(self._turns, (group, key), lock)
+
+
+class _Turn:
+    """An async context: one znode's writes in turn; the lock forgotten when nobody waits."""
+
+    def __init__(self, turns: dict, name, lock: trio.Lock):
+        self.turns, self.name, self.lock = turns, name, lock
+
+    async def __aenter__(self):
+        await self.lock.acquire()
+
+    async def __aexit__(self, *exc):
+        self.lock.release()
+        if not self.lock.statistics().tasks_waiting and not self.lock.locked():
+            self.turns.pop(self.name, None)
