@@ -70,18 +70,11 @@ class OffsetApi(ApiPart):
             return answer(lambda topic, p: E.UNSUPPORTED_VERSION)
         if sum(len(t.partitions) for t in request.topics) > self.coordinator.group_config.max_commit_partitions:
             return answer(lambda topic, p: E.INVALID_COMMIT_OFFSET_SIZE)
-        refused = {}
+        refused = self._refused_topics(request.topics, client)
         for t in request.topics:
-            if len(t.name) > MAX_TOPIC_NAME:
-                code = E.INVALID_TOPIC_EXCEPTION
-            elif self.acls is not None and not self.allowed(client, Operation.READ, ResourceType.TOPIC, t.name):
-                code = E.TOPIC_AUTHORIZATION_FAILED
-            else:
-                code = next((E.OFFSET_METADATA_TOO_LARGE for p in t.partitions if p.committed_metadata is not None
-                             and len(p.committed_metadata) > MAX_OFFSET_METADATA), None)
-                if code is None:
-                    continue
-            refused.update(dict.fromkeys(((t.name, p.partition_index) for p in t.partitions), code))
+            for p in t.partitions:
+                if p.committed_metadata is not None and len(p.committed_metadata) > MAX_OFFSET_METADATA:
+                    refused.setdefault((t.name, p.partition_index), E.OFFSET_METADATA_TOO_LARGE)
         missing = missing_partitions(request.topics, refused, self.topics.partitions)
         unsure = unsure_topics(missing)
         counts = await self.topics.partition_counts(unsure, CONFIRM_TIMEOUT) if unsure else {}
@@ -125,15 +118,7 @@ class OffsetApi(ApiPart):
             return answer(lambda topic, p: route)
         if sum(len(t.partitions) for t in request.topics) > self.coordinator.group_config.max_commit_partitions:
             return answer(lambda topic, p: E.INVALID_COMMIT_OFFSET_SIZE)
-        refused = {}
-        for t in request.topics:
-            if len(t.name) > MAX_TOPIC_NAME:
-                code = E.INVALID_TOPIC_EXCEPTION
-            elif self.acls is not None and not self.allowed(client, Operation.READ, ResourceType.TOPIC, t.name):
-                code = E.TOPIC_AUTHORIZATION_FAILED
-            else:
-                continue
-            refused.update(dict.fromkeys(((t.name, p.partition_index) for p in t.partitions), code))
+        refused = self._refused_topics(request.topics, client)
         line = self._line(request.group_id)
         missing = missing_partitions(request.topics, refused, self.topics.partitions)
         if line is None and not unsure_topics(missing):  # the view knows every topic named
@@ -146,6 +131,20 @@ class OffsetApi(ApiPart):
         line.append(ticket)
         ticket.coroutine = self._commit_in_line(ticket, line, header, request, client, refused)
         return ticket.coroutine
+
+    def _refused_topics(self, topics, client: Client) -> dict[tuple[str, int], ErrorCode]:
+        """The partitions of a commit's `topics` refused for their topic's name or ACL (Read),
+        as Kafka refuses them before it looks at anything else."""
+        refused = {}
+        for t in topics:
+            if len(t.name) > MAX_TOPIC_NAME:
+                code = E.INVALID_TOPIC_EXCEPTION
+            elif self.acls is not None and not self.allowed(client, Operation.READ, ResourceType.TOPIC, t.name):
+                code = E.TOPIC_AUTHORIZATION_FAILED
+            else:
+                continue
+            refused.update(dict.fromkeys(((t.name, p.partition_index) for p in t.partitions), code))
+        return refused
 
     def _line(self, group_id: str) -> deque | None:
         """The group's commits waiting on the topic source, in the order they came, those
