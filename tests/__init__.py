@@ -4,7 +4,8 @@ and the modules marked `conformance`, which `make conformance` runs):
 - `pure/`: nothing: logic, codecs and rules, with MockClock; in-process sockets at most;
 - `zookeeper/`: a real ZooKeeper (the session's one, conftest.py) and `groupkeeper run`
   processes on it;
-- `tansu/`: Tansu, the light Kafka-protocol broker, behind the gateway;
+- `tansu/`: Tansu, the light Kafka-protocol broker, behind the gateway (the static members'
+  restarts of four clients in turn are marked `conformance`);
 - `kafka/`: Apache Kafka 4.4 (KRaft) from the jars `make install` caches, with the Java
   client, Kafka's own tools and the Go clients (every module marked `conformance`: they run
   in `make conformance`, beside the matrix);
