@@ -81,6 +81,8 @@ KEYS: dict[str, tuple[type, Any]] = {
     "offsets_retention_check_interval_ms": (int, 600_000),
     # a transactional id's record of its latest state, kept this long unchanged (transactional.id.expiration.ms)
     "transactions_outcome_retention_ms": (int, 7 * 24 * 3600 * 1000),
+    # how often pending transactions with no recorded end are looked for in the brokers' markers
+    "transactions_check_interval_ms": (int, 5_000),
     "embedded_zookeeper_heap_mb": (int, 512),  # -Xmx of the embedded ZooKeeper
     # ZooKeeper heap all groups may hold (store/budget.py); 0: derived from embedded_zookeeper_heap_mb
     "zookeeper_data_budget_bytes": (int, 0),
@@ -130,6 +132,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "offsets_retention_minutes": (0.001, 2**31 - 1),  # Kafka's ceiling (an int of minutes); 60 ms for tests
     "offsets_retention_check_interval_ms": (100, 86_400_000),
     "transactions_outcome_retention_ms": (1_000, 2**31 - 1),  # Kafka's ceiling (an int)
+    "transactions_check_interval_ms": (100, 3_600_000),
 }
 
 

@@ -46,6 +46,7 @@ from .store.blocking import read_digest
 from .store.bridge import ZooKeeperBridge
 from .topics.brokers import BrokerTopics
 from .topics.log_ends import LogEndPoller, LogEnds
+from .topics.markers import MarkerReader
 from .topics.zookeeper import ZooKeeperTopics
 from .store.session import SessionGuard
 from .store.transactions import TransactionOutcomes
@@ -288,6 +289,12 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             # every transactional id's latest known state (begun, committed, aborted), for the
             # owners of groups with pending transactional offsets: coordinator.transactions
             outcomes = coordinator.transactions = TransactionOutcomes(zk, config["transactions_outcome_retention_ms"])
+            metrics.TXN_PENDING.set_function(lambda: coordinator.pending_transactions()[0])
+            metrics.TXN_PENDING_OLDEST.set_function(lambda: coordinator.pending_transactions()[1])
+            if scheme is not None:  # ends the gateway did not record: read from the brokers' markers
+                coordinator.markers = MarkerReader(topics, upstream)
+                coordinator.pending_check_interval = config["transactions_check_interval_ms"] / 1000
+                await nursery.start(coordinator.markers.run)
             await nursery.start(outcomes.run)
             await nursery.start(coordinator.run)
             authentication = acl_store = None

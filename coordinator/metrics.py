@@ -88,6 +88,16 @@ TXN_UNRESOLVED = Counter("groupkeeper_transactions_unresolved_total",
                          "Pending transactions found ended without a known outcome (a later epoch of their "
                          "producer began, no commit or abort recorded): kept pending, never guessed.",
                          registry=REGISTRY)
+TXN_MARKER_READS = Counter("groupkeeper_transaction_marker_reads_total",
+                           "Looks at the brokers' __consumer_offsets for the end of a pending transaction that was "
+                           "not recorded, by result (found, not_yet, gone: the log no longer holds it, unavailable).",
+                           ["result"], registry=REGISTRY)
+TXN_PENDING = Gauge("groupkeeper_transactions_pending",
+                    "Transactions with offsets pending their outcome in the groups this instance owns (one per "
+                    "group and transaction).", registry=REGISTRY)
+TXN_PENDING_OLDEST = Gauge("groupkeeper_transaction_pending_oldest_seconds",
+                           "How long the oldest pending transaction of the groups this instance owns has been "
+                           "pending (0: none).", registry=REGISTRY)
 OFFSET_COMMIT_PARTITIONS = Counter("groupkeeper_offset_commit_partitions_total",
                                    "Partition offsets committed.", registry=REGISTRY)
 OFFSET_COMMIT_WRITES = Counter("groupkeeper_offset_commit_writes_total",

@@ -8,6 +8,7 @@
 | `handover.py` | taking a group-partition from a previous owner that releases it or dies |
 | `node_ids.py` | how instances are named among the brokers: node ids never a broker's |
 | `ownership.py` | `Coordinator`: the group-partitions held here, routing, session loss and shutdown |
+| `pending_check.py` | the ends of pending transactions that were not recorded, read from the brokers |
 | `lag.py` | consumer lag of the groups served here: committed offsets against the logs' ends |
 
 May import: `groups`, `topics`, `store`, `assignors`, `events`, `logs`, `metrics`.

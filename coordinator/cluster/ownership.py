@@ -50,6 +50,7 @@ from ..topics.view import TopicView
 from ..store.session import SessionGuard
 from .handover import take
 from .membership import Instance, Membership
+from .pending_check import PendingCheck
 from .placement import Placement, group_partitions, partition_for
 
 E = ErrorCode
@@ -103,6 +104,11 @@ class Coordinator:
         self.transactions = None
         self._watched: set[str] = set()  # transactional ids watched for their outcome
         self._unresolved: set[TxnKey] = set()  # reported ended without an outcome (once each)
+        # where ends that were not recorded are read from the brokers (`topics.markers`, with
+        # the gateway); looked for every `pending_check_interval` seconds (`pending_check`)
+        self.markers = None
+        self.pending_check_interval = 5.0
+        self.pending_check: PendingCheck | None = None
         self.group_partitions = 0  # known once running
         self.placement: Placement | None = None
         self.owned: dict[int, Owned] = {}
@@ -196,6 +202,9 @@ class Coordinator:
             self._reconcile()  # before started(): from now on, what is placed here is being taken
             nursery.start_soon(self._follow_placement)
             nursery.start_soon(self._report_loaded)
+            if self.markers is not None:
+                self.pending_check = PendingCheck(self, self.markers, self.pending_check_interval, self.wall_ms)
+                await nursery.start(self.pending_check.run)
             task_status.started()
             async for change in changes:
                 for owned in self.owned.values():
@@ -412,13 +421,39 @@ class Coordinator:
             for (key, verdict), groups in verdicts.items():
                 if verdict in ("committed", "aborted"):
                     self._nursery.start_soon(self._resolve, owned, key, verdict == "committed", groups)
-                elif key not in self._unresolved:
-                    self._unresolved.add(key)
-                    metrics.TXN_UNRESOLVED.inc()
-                    self.log.warning("a transaction ended without a known outcome: its offsets stay pending",
-                                     transactional_id=key.transactional_id, producer_id=key.producer_id,
-                                     producer_epoch=key.producer_epoch, groups=groups[:10],
-                                     later_epoch=outcome.producer_epoch, later_producer_id=outcome.producer_id)
+                elif self.pending_check is not None:  # its end is read from the brokers
+                    self.pending_check.due(key)
+                else:
+                    self.unresolved(key, groups[0], "no end of it was recorded", later_epoch=outcome.producer_epoch,
+                                    later_producer_id=outcome.producer_id)
+
+    def pending_transactions(self) -> tuple[int, float]:
+        """(how many transactions have offsets pending in the groups owned here, counted per
+        group; how long the oldest has pended, seconds)."""
+        count, oldest = 0, None
+        for owned in list(self.owned.values()):
+            if owned.pending is None:
+                continue
+            for txns in owned.pending.by_group.values():
+                count += len(txns)
+                for txn in txns.values():
+                    oldest = txn.since_ms if oldest is None else min(oldest, txn.since_ms)
+        return count, 0.0 if oldest is None else max(0.0, (self.wall_ms() - oldest) / 1000)
+
+    def unresolved(self, key: TxnKey, group: str, why: str, **context) -> None:
+        """The transaction `key` ended (a later one of its transactional id began) and its
+        outcome cannot be learned: reported once; its offsets stay pending, never guessed."""
+        if key in self._unresolved:
+            return
+        self._unresolved.add(key)
+        metrics.TXN_UNRESOLVED.inc()
+        self.log.warning("a transaction ended without a known outcome: its offsets stay pending", why=why,
+                         group=group, transactional_id=key.transactional_id, producer_id=key.producer_id,
+                         producer_epoch=key.producer_epoch, **context)
+
+    async def resolve_pending(self, owned: Owned, key: TxnKey, committed: bool, groups: list[str]) -> None:
+        """The transaction `key` ended so: its offsets pending in `groups` of `owned` resolved."""
+        await self._resolve(owned, key, committed, groups)
 
     async def _resolve(self, owned: Owned, key: TxnKey, committed: bool, groups: list[str]) -> None:
         try:
@@ -429,6 +464,7 @@ class Coordinator:
             return
         if groups:
             metrics.TXN_OUTCOMES.labels("committed" if committed else "aborted").inc()
+        self._unresolved.discard(key)
         if self.transactions is not None and not any(
                 o.pending is not None and any(k.transactional_id == key.transactional_id for k in o.pending.keys())
                 for o in self.owned.values()):

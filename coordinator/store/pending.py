@@ -4,9 +4,13 @@ group-partition's fence, so that a new owner after a failover has them.
 
 ```
 /groupkeeper/partitions/<n>/pending/<group>@<transactional id>@<producer id>@<epoch>
-    {"since_ms": first write, "offsets": [[topic, partition, offset, leader epoch, metadata,
-                                           written ms], ...]}
+    {"since_ms": first write, "from": offset, "offsets": [[topic, partition, offset, leader epoch,
+                                                           metadata, written ms], ...]}
 ```
+
+"from" is where the group's partition of the brokers' `__consumer_offsets` ended when the
+transaction's first offsets came (-1: not known): its end is the first marker of its
+producer there after it (`topics.markers`), read when no end was recorded.
 
 Names are escaped (`layout.escape` writes "@" as %40), so "@" separates them; one flat
 folder per group-partition, so that a new owner lists it in one round trip whatever its
@@ -60,6 +64,10 @@ class PendingTxn:
     # before it is an earlier transaction's, which under transaction version 1 has the same
     # producer id and epoch (store/transactions.py orders them so)
     zxid: int = 0
+    # where the group's partition of the brokers' __consumer_offsets ended when its first
+    # offsets came (-1: not known); `scan_from`: how far its markers were read, in memory
+    marker_from: int = -1
+    scan_from: int = -1
 
 
 def node_name(group: str, key: TxnKey) -> str:
@@ -79,14 +87,15 @@ def parse_node(name: str) -> tuple[str, TxnKey] | None:
 
 
 def encode(txn: PendingTxn) -> bytes:
-    return layout.encode({"since_ms": txn.since_ms,
+    return layout.encode({"since_ms": txn.since_ms, "from": txn.marker_from,
                           "offsets": [[t, p, *entry] for (t, p), entry in sorted(txn.offsets.items())]})
 
 
 def decode(key: TxnKey, data: bytes, zxid: int = 0) -> PendingTxn:
     record = layout.decode(data)
+    start = int(record.get("from", -1))
     return PendingTxn(key, int(record["since_ms"]), {
-        (t, int(p)): (int(o), int(e), md, int(ms)) for t, p, o, e, md, ms in record["offsets"]}, zxid)
+        (t, int(p)): (int(o), int(e), md, int(ms)) for t, p, o, e, md, ms in record["offsets"]}, zxid, start, start)
 
 
 def newer(entry: PendingEntry, committed: OffsetEntry | None) -> bool:
@@ -155,14 +164,18 @@ class PendingOffsets:
 
     # -- changes --------------------------------------------------------------------------
 
-    async def add(self, group: str, key: TxnKey, offsets: Mapping[tuple[str, int], tuple[int, int, str | None]]) -> None:
+    async def add(self, group: str, key: TxnKey, offsets: Mapping[tuple[str, int], tuple[int, int, str | None]],
+                  marker_from: int = -1) -> None:
         """Offsets of the transaction `key` for `group`, merged into what it has pending
-        (a later TxnOffsetCommit of the same transaction replaces a partition's); returns
-        once ZooKeeper has confirmed them. Raises what the store raises."""
+        (a later TxnOffsetCommit of the same transaction replaces a partition's; `marker_from`
+        counts for the first only); returns once ZooKeeper has confirmed them. Raises what
+        the store raises."""
         async with self._turn(group, key):
             now = self.wall_ms()
             before = self.by_group.get(group, {}).get(key)
-            txn = PendingTxn(key, before.since_ms if before else now, dict(before.offsets) if before else {})
+            start = before.marker_from if before else marker_from
+            txn = PendingTxn(key, before.since_ms if before else now, dict(before.offsets) if before else {},
+                             marker_from=start, scan_from=before.scan_from if before else start)
             txn.offsets.update({tp: (o, e, md, now) for tp, (o, e, md) in offsets.items()})
             path, data = self._path(group, key), encode(txn)
             txn_op = self.fence.transaction(self.zk)

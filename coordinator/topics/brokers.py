@@ -308,3 +308,47 @@ class BrokerConnection:
 
     def close(self) -> None:
         self.transport.socket.close()
+
+
+class NodeConnections:
+    """A connection to each broker asked (by node id, its address from `view`), opened when
+    first needed with its API ranges asked once; one request at a time on each (callers take
+    turns); a connection whose request fails is closed, and the next call opens another."""
+
+    def __init__(self, view, security: Security | None = None):
+        self.view = view
+        self.security = security
+        self._open: dict[int, tuple[BrokerConnection, dict[int, tuple[int, int]]]] = {}
+        self._turns: dict[int, trio.Lock] = {}
+
+    async def call(self, node: int, api: Api, versions: tuple[int, int], body: dict):
+        """`api`'s answer from `node`, asked in the highest version within `versions` the
+        broker speaks (ProtocolError when none). Raises what the connection raises."""
+        async with self._turns.setdefault(node, trio.Lock()):
+            try:
+                if node not in self._open:
+                    broker = self.view.brokers[node]
+                    connection = await BrokerConnection.open((broker.host, broker.port), self.security)
+                    try:
+                        self._open[node] = connection, await connection.api_versions()
+                    except BaseException:
+                        connection.close()
+                        raise
+                connection, ranges = self._open[node]
+                low, high = ranges.get(api.key, (0, -1))
+                version = min(high, versions[1])
+                if version < max(low, versions[0]):
+                    raise ProtocolError(f"the broker serves {api.name} v{low}-{high} only")
+                return await connection.call(api, version, body)
+            except BaseException:
+                self.drop(node)
+                raise
+
+    def drop(self, node: int) -> None:
+        opened = self._open.pop(node, None)
+        if opened is not None:
+            opened[0].close()
+
+    def close(self) -> None:
+        for node in list(self._open):
+            self.drop(node)

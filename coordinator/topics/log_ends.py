@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable
 import structlog
 import trio
 
-from protocol import ErrorCode, ProtocolError
+from protocol import ErrorCode
 from protocol.schemas import LIST_OFFSETS
 
 from .. import metrics
-from .brokers import BrokerConnection, Security
+from .brokers import NodeConnections, Security
 from .view import TopicView
 
 Key = tuple[str, int]
@@ -90,8 +90,7 @@ class LogEndPoller:
         self.security = security
         self.timeout = timeout
         self.log = structlog.get_logger("groupkeeper.lag")
-        self._connections: dict[int, BrokerConnection] = {}  # leader node -> connection
-        self._versions: dict[int, dict[int, tuple[int, int]]] = {}  # leader node -> its API ranges
+        self._nodes = NodeConnections(view, security)
         self._failing: set[int] = set()  # leaders whose last request failed (logged once)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -102,9 +101,7 @@ class LogEndPoller:
                 self.ends.forget_unseen(trio.current_time() - 10 * self.interval)
                 await trio.sleep(self.interval / 2)
         finally:
-            for connection in self._connections.values():
-                connection.close()
-            self._connections.clear()
+            self._nodes.close()
 
     def requests(self, now: float) -> list[tuple[int, list[Key]]]:
         """(leader, partitions) to ask, the stale partitions grouped by leader in requests of
@@ -128,9 +125,6 @@ class LogEndPoller:
                     await self._ask(leader, keys)
             except Exception as exc:  # noqa: BLE001 - any failure of one leader: the others go on
                 metrics.LAG_LIST_OFFSETS.labels("failed").inc()
-                connection = self._connections.pop(leader, None)
-                if connection is not None:
-                    connection.close()
                 if leader not in self._failing:
                     self._failing.add(leader)
                     self.log.warning("cannot ask a leader where its partitions end: their lag waits",
@@ -142,20 +136,10 @@ class LogEndPoller:
                 await trio.sleep(pace)
 
     async def _ask(self, leader: int, keys: list[Key]) -> None:
-        connection = self._connections.get(leader)
-        if connection is None:
-            broker = self.view.brokers[leader]
-            connection = await BrokerConnection.open((broker.host, broker.port), self.security)
-            self._connections[leader] = connection
-            self._versions[leader] = await connection.api_versions()
-        low, high = self._versions[leader].get(LIST_OFFSETS.key, (0, -1))
-        version = min(high, LIST_OFFSETS_VERSIONS[1])
-        if version < max(low, LIST_OFFSETS_VERSIONS[0]):
-            raise ProtocolError(f"the broker serves ListOffsets v{low}-{high} only")
         topics: dict[str, list[int]] = defaultdict(list)
         for topic, partition in keys:
             topics[topic].append(partition)
-        answer = await connection.call(LIST_OFFSETS, version, {
+        answer = await self._nodes.call(leader, LIST_OFFSETS, LIST_OFFSETS_VERSIONS, {
             "replica_id": -1, "isolation_level": 0, "timeout_ms": int(self.timeout * 1000),
             "topics": [{"name": t, "partitions": [{"partition_index": p, "timestamp": LATEST} for p in ps]}
                        for t, ps in sorted(topics.items())]})

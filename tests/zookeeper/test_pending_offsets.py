@@ -155,3 +155,26 @@ async def test_the_transactions_command_lists_and_describes_what_is_pending(zook
         assert "No transactional offsets pending." in (await run("transactions", "describe", "--group", "x")).output
     finally:
         await zk.stop()
+
+
+async def test_where_the_markers_start_is_kept_from_the_first_offsets_and_read_by_a_new_owner(zookeeper):
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            pending = PendingOffsets(zk, store.fence, store, Clock())
+            await pending.load()
+            await pending.add("g", TX, {("t", 0): (10, -1, None)}, marker_from=42)
+            await pending.add("g", TX, {("t", 1): (11, -1, None)}, marker_from=99)  # the same transaction: 42 stays
+            await pending.add("h", TX, {("t", 0): (1, -1, None)})  # not known
+            nursery.cancel_scope.cancel()
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery, acquiring=_retake)
+            pending = PendingOffsets(zk, store.fence, store, Clock())
+            await pending.load()
+            g, h = pending.of_group("g")[TX], pending.of_group("h")[TX]
+            assert (g.marker_from, g.scan_from, h.marker_from, h.scan_from) == (42, 42, -1, -1)
+            nursery.cancel_scope.cancel()
+    finally:
+        await zk.stop()
