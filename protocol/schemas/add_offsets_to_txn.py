@@ -1,6 +1,8 @@
 """AddOffsetsToTxn (key 25): a transactional producer adds a group's offsets to its
 transaction. The gateway relays it, authorized (Write on the TransactionalId, Read on the
-group) with ACLs; the TxnOffsetCommit that follows is refused through the gateway.
+group) with ACLs; the TxnOffsetCommit that follows is served by groupkeeper, and the
+brokers' transaction coordinator writes the transaction's end in the group's partition of
+__consumer_offsets (coordinator/topics/markers.py).
 
 Declared from Kafka's AddOffsetsToTxn{Request,Response}.json: flexible from v3.
 """
