@@ -32,12 +32,14 @@ class PendingRow:
     since_ms: int
     offsets: dict[tuple[str, int], tuple]  # (topic, partition) -> (offset, leader epoch, metadata, written ms)
     recorded: str  # the transactional id's recorded state: begun, committed, aborted, or "-"
+    # where its end is looked for in the brokers' __consumer_offsets partition of the group (-1: not known)
+    markers_from: int = -1
 
     def as_json(self, now_ms: int) -> dict:
         return {"group": self.group, "transactional_id": self.transactional_id, "producer_id": self.producer_id,
                 "producer_epoch": self.producer_epoch, "group_partition": self.partition,
                 "pending_since_ms": self.since_ms, "age_s": round((now_ms - self.since_ms) / 1000, 1),
-                "recorded": self.recorded,
+                "recorded": self.recorded, "markers_from": self.markers_from,
                 "offsets": [{"topic": t, "partition": p, "offset": o[0], "leader_epoch": o[1], "metadata": o[2]}
                             for (t, p), o in sorted(self.offsets.items())]}
 
@@ -73,7 +75,7 @@ def read_pending(client: KazooClient) -> list[PendingRow]:
                     record = None
                 records[key.transactional_id] = record.state if record is not None else "-"
             rows.append(PendingRow(n, group, key.transactional_id, key.producer_id, key.producer_epoch,
-                                   txn.since_ms, txn.offsets, records[key.transactional_id]))
+                                   txn.since_ms, txn.offsets, records[key.transactional_id], txn.marker_from))
     return sorted(rows, key=lambda r: (r.since_ms, r.group, r.transactional_id))
 
 

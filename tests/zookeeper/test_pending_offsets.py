@@ -135,7 +135,7 @@ async def test_the_transactions_command_lists_and_describes_what_is_pending(zook
             store = await _owner(zk, 2, nursery)
             pending = PendingOffsets(zk, store.fence, store)
             await pending.load()
-            await pending.add("copier", TX, {("in", 0): (41, 2, None), ("in", 1): (17, 2, "m")})
+            await pending.add("copier", TX, {("in", 0): (41, 2, None), ("in", 1): (17, 2, "m")}, marker_from=8)
             nursery.cancel_scope.cancel()
 
         def run(*args: str):
@@ -147,8 +147,8 @@ async def test_the_transactions_command_lists_and_describes_what_is_pending(zook
         listed = await run("transactions", "list", "--json")
         assert listed.exit_code == 0, listed.output
         [row] = json.loads(listed.output)
-        assert (row["group"], row["transactional_id"], row["producer_id"], row["producer_epoch"], row["recorded"]) == \
-            ("copier", "tx-1", 7, 3, "-")
+        assert (row["group"], row["transactional_id"], row["producer_id"], row["producer_epoch"], row["recorded"],
+                row["markers_from"]) == ("copier", "tx-1", 7, 3, "-", 8)
         assert [(o["topic"], o["partition"], o["offset"]) for o in row["offsets"]] == [("in", 0, 41), ("in", 1, 17)]
         described = await run("transactions", "describe", "--group", "copier")
         assert described.exit_code == 0 and "tx-1" in described.output and "41" in described.output
