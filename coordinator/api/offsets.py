@@ -102,7 +102,7 @@ class OffsetApi(ApiPart):
             # so before the producer can end the transaction
             marker_from = await markers.log_end(request.group_id)
         try:
-            await route.pending.add(request.group_id, key, offsets, marker_from)
+            await route.pending.add(request.group_id, key, offsets, marker_from, budget_payer(client))
         except STORE_FAILURES as exc:
             code = store_error_code(exc)
             return answer(lambda topic, p: refused.get((topic, p), code))

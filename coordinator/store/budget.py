@@ -16,7 +16,10 @@ the first shard under them; a group's record with its chunks, and a consumer gro
 records with their parent. What a commit would add is reckoned before it is written from its
 entries (`growth`): ENTRY_BYTES an offset (the most its
 numbers take as JSON) and its metadata as JSON. Replacing an offset by another with as much
-metadata adds nothing; a new partition, longer metadata, a new shard do.
+metadata adds nothing; a new partition, longer metadata, a new shard do. Transactional offsets
+pending their outcome (store/pending.py) count too, each transaction's znode as written, and
+are refused past the offsets' part of the budget, as commits are (charged to no client: the
+transaction's offsets become a commit, or go, within its timeout).
 
 **Several instances.** Each instance owns some of the group-partitions, and a group-partition's
 data moves with it. An instance may hold `budget x owned / group-partitions`: the shares of
@@ -220,6 +223,7 @@ class Ledger:
         self.groups: dict[str, int] = {}  # group -> bytes held
         self.records: dict[str, int] = {}  # group -> its record's bytes
         self.member_records: dict[str, int] = {}  # consumer group -> its member records' bytes
+        self.pending: dict[tuple[str, str], int] = {}  # (group, znode name) -> a pending transaction's bytes
         self.charges: dict[str, dict[str, int]] = {}  # group -> client -> bytes of its growth charged
         self.held = 0
         self.clients: dict[str, int] = {}  # client -> bytes charged, and reserved by its commits in flight
@@ -324,10 +328,33 @@ class Ledger:
             raise RecordOverBudget(f"group {group!r}: its record would take ZooKeeper's data past this instance's "
                                    f"share of zookeeper_data_budget_bytes ({self.budget.limit()} bytes)")
 
+    def pending_written(self, group: str, name: str, size: int | None) -> None:
+        """A pending transaction's znode (store/pending.py) as written or loaded: its data's
+        `size`; None: gone."""
+        cost = 0 if size is None else node_cost(len(layout.pending_path(self.partition)) + 1 + len(name), size)
+        self.grew(group, cost - self.pending.get((group, name), 0))
+        if cost:
+            self.pending[(group, name)] = cost
+        else:
+            self.pending.pop((group, name), None)
+
+    def check_pending(self, group: str, name: str, size: int, client: str | None) -> None:
+        """Raise OverBudget if a pending transaction's znode of `size` bytes of data would take
+        the data past the offsets' part of this instance's share (counted in the total, as a
+        group's record: charged to no client)."""
+        cost = node_cost(len(layout.pending_path(self.partition)) + 1 + len(name), size)
+        growth = cost - self.pending.get((group, name), 0)
+        if growth > 0 and (limit := self.budget.refuses(None, growth)) is not None:
+            self.budget.refused(limit, group, client, growth)
+            raise OverBudget(f"group {group!r}: transactional offsets would take ZooKeeper's data past this "
+                             f"instance's share of the data budget ({self.budget.limit()} bytes)")
+
     def forget(self, group: str) -> None:
         """A group gone from ZooKeeper: whatever of it is still counted goes, its charges too."""
         for key in list(self._keys.get(group, ())):
             self.shards.pop(key, None)
+        for key in [key for key in self.pending if key[0] == group]:
+            self.grew(group, -self.pending.pop(key))
         cost = self.records.pop(group, 0) + self.member_records.pop(group, 0)
         if cost:
             self.grew(group, -cost)

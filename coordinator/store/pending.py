@@ -137,6 +137,7 @@ class PendingOffsets:
                 continue  # gone meanwhile (a former owner's last delete)
             data, stat = read
             self.by_group.setdefault(group, {})[key] = decode(key, data, stat.mzxid)
+            self.store.ledger.pending_written(group, name, len(data))
 
     # -- what is pending ------------------------------------------------------------------
 
@@ -165,11 +166,12 @@ class PendingOffsets:
     # -- changes --------------------------------------------------------------------------
 
     async def add(self, group: str, key: TxnKey, offsets: Mapping[tuple[str, int], tuple[int, int, str | None]],
-                  marker_from: int = -1) -> None:
+                  marker_from: int = -1, client: str | None = None) -> None:
         """Offsets of the transaction `key` for `group`, merged into what it has pending
         (a later TxnOffsetCommit of the same transaction replaces a partition's; `marker_from`
         counts for the first only); returns once ZooKeeper has confirmed them. Raises what
-        the store raises."""
+        the store raises, and OverBudget when they would take ZooKeeper's data past the data
+        budget (`client`'s: named in the refusal's log line)."""
         async with self._turn(group, key):
             now = self.wall_ms()
             before = self.by_group.get(group, {}).get(key)
@@ -178,6 +180,8 @@ class PendingOffsets:
                              marker_from=start, scan_from=before.scan_from if before else start)
             txn.offsets.update({tp: (o, e, md, now) for tp, (o, e, md) in offsets.items()})
             path, data = self._path(group, key), encode(txn)
+            ledger = self.store.ledger  # what ZooKeeper holds, against the data budget (store/budget.py)
+            ledger.check_pending(group, node_name(group, key), len(data), client)
             txn_op = self.fence.transaction(self.zk)
             if before is None:
                 txn_op.create(path, data)
@@ -191,6 +195,7 @@ class PendingOffsets:
                 txn_op = self.fence.transaction(self.zk)  # an earlier try whose answer was lost created it
                 txn_op.set_data(path, data)
                 await fenced_commit(self.zk, self.fence, txn_op)
+            ledger.pending_written(group, node_name(group, key), len(data))
             stat = await self.zk.exists(path)  # this session reads its own write: its zxid
             txn.zxid = stat.mzxid if stat is not None else 0
             self.by_group.setdefault(group, {})[key] = txn
@@ -233,6 +238,7 @@ class PendingOffsets:
         except StoreError:
             if await self.zk.exists(self._path(group, key)) is not None:
                 raise  # else gone already: an earlier try whose answer was lost
+        self.store.ledger.pending_written(group, node_name(group, key), None)
         txns = self.by_group.get(group, {})
         txns.pop(key, None)
         if not txns:

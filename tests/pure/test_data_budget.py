@@ -245,3 +245,25 @@ def test_what_a_refusal_tells_a_kafka_client():
     """Kafka's answer for a commit too large (its log's limit), and for a group past its limit."""
     assert error_code(OverBudget("x")) == ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     assert error_code(RecordOverBudget("x")) == ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+def test_pending_transactional_offsets_count_and_are_refused_past_the_offsets_share():
+    b, _, _ = budget(100_000)
+    led = ledger(b)
+    led.check_pending("g", "g@tx@1@0", 2_000, "alice")
+    led.pending_written("g", "g@tx@1@0", 2_000)
+    one = b.used
+    assert 2_000 < one < 3_000  # its data, path and ZooKeeper's own bytes
+    led.pending_written("g", "g@tx@1@0", 2_500)  # rewritten larger: the difference
+    assert b.used == one + 500
+    before = refusals("total")
+    with pytest.raises(OverBudget):
+        led.check_pending("g", "g@tx@2@0", int(OFFSETS_SHARE * 100_000), "alice")
+    assert refusals("total") == before + 1
+    led.check_pending("g", "g@tx@1@0", 2_500, "alice")  # no growth: always
+    assert "alice" not in b.clients  # counted in the total, charged to no client
+    led.pending_written("g", "g@tx@1@0", None)  # resolved: gone
+    assert b.used == 0
+    led.pending_written("h", "h@tx@1@0", 1_000)
+    led.forget("h")  # a group gone takes its pending transactions' bytes with it
+    assert b.used == 0 and led.pending == {}
