@@ -605,6 +605,27 @@ def produce_values(bootstrap: str, topic: str, count: int, prefix: str, partitio
     return values
 
 
+def read_committed(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> list[str]:
+    """Every value of `topic` a read_committed consumer (a group of its own) reads, until it has
+    `count` and a poll finds nothing more, or `timeout` passes: the caller compares them with
+    what it expects, duplicates included. Values in each partition's order."""
+    consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}-{time.monotonic_ns()}",
+                           "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                           "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        values, deadline = [], time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value().decode())
+            elif len(values) >= count and message is None:
+                break
+        return values
+    finally:
+        consumer.close()
+
+
 def held_by_groupkeeper(gateway_port: int, broker_groups: set[str], group: str) -> None:
     """FindCoordinator through the gateway names a groupkeeper instance (this gateway), and
     the broker's own coordinators (`broker_groups`: the groups they know) do not know it."""
