@@ -15,7 +15,6 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from contextlib import asynccontextmanager
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from .. import logs, metrics
 from ..assignors import BUILT_IN, Assignor, MemberSubscription
 from ..assignors.base import StrategyFailed, checked_assign
 from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error_code
+from ..store.turns import Turns
 from ..events import DISCARD, EventSink
 from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, HeartbeatReply, by_topic
 from .group import (AssignmentNeeded, CapacityReached, Group, GroupConfig, JoinReply, MemberAdded, MemberRemoved,
@@ -93,7 +93,9 @@ class GroupSet:
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._warned: set[str] = set()  # groups told of their short sessions (`_short_session`)
-        self._group_writes: dict[str, trio.Lock] = {}  # classic group -> its writes' turn (`_one_write`)
+        # a classic group's writes in turn, each record taken when its turn comes: a
+        # generation's and the Stable generation's again (`_store_members`) never land out of order
+        self._one_write = Turns()
         self.log = logs.get("groupkeeper.groups")
 
     def group(self, group_id: str, create: bool = False) -> Group | None:
@@ -246,19 +248,6 @@ class GroupSet:
         self._settle(group, now)
         await waiter.event.wait()
         return waiter.reply
-
-    @asynccontextmanager
-    async def _one_write(self, group_id: str):
-        """A classic group's writes in turn, each record taken when its turn comes: a
-        generation's and the Stable generation's again (`_store_members`) never land out of
-        order."""
-        lock = self._group_writes.setdefault(group_id, trio.Lock())
-        async with lock:
-            try:
-                yield
-            finally:
-                if not lock.statistics().tasks_waiting:
-                    self._group_writes.pop(group_id, None)
 
     async def _store_members(self, group: Group, generation: int) -> None:
         """The Stable generation written again, a member having taken another's place in it

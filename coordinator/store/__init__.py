@@ -10,6 +10,9 @@
 | `writer.py` | `OffsetWriter`: group commit across group-partitions (it knows stores as `Batches`) |
 | `errors.py` | the store's failures and what each tells a Kafka client: the store's boundary |
 | `budget.py` | the ZooKeeper data budget: what the groups hold in ZooKeeper's heap, and who made it grow |
+| `pending.py` | transactional offsets pending their transaction's outcome |
+| `transactions.py` | each transactional id's latest state, as the gateway saw it |
+| `turns.py` | writes of one key one after the other |
 | `multiread.py` | many reads in one request |
 | `protection.py` | our znodes protected by ZooKeeper ACLs (digest) |
 | `blocking.py` | synchronous kazoo for short-lived processes (the CLIs), never on trio's thread |

@@ -34,8 +34,8 @@ znode while it goes; commits queued meanwhile land after, on fresh znodes.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -47,6 +47,7 @@ from .. import logs
 from . import layout
 from .bridge import ZooKeeperBridge
 from .budget import Ledger, refusal
+from .turns import Turns
 from .multiread import CHILDREN, GET
 from .errors import CommitTooLarge, NotOwner, RolledBack, StoreError, StoreUnavailable
 from .fence import Fence, check, fenced_commit
@@ -127,7 +128,9 @@ class PartitionStore:
         # consumer groups' member records known to exist: group -> member -> its data's size
         self._members: dict[str, dict[str, int]] = {}
         self._members_unsure: set[str] = set()  # groups whose member records must be read back first
-        self._group_writes: dict[str, trio.Lock] = {}  # one record write of a group at a time
+        # one record write of a group at a time: a chunked one takes several multi() calls,
+        # and a later generation's must land after it, not between
+        self._one_write = Turns()
         self._queue: list[_Commit] = []
         self._stopped = False  # its writer's part has stopped: nothing more is written
         self._paths: dict[ShardKey, tuple[str, str]] = {}  # each shard's znode path, and as sent (chroot prefixed)
@@ -352,18 +355,6 @@ class PartitionStore:
             size += cost
         if part[0] or part[1]:
             yield part
-
-    @asynccontextmanager
-    async def _one_write(self, group: str) -> AsyncIterator[None]:
-        """Record writes of one group in turn: a chunked one takes several multi() calls, and
-        a later generation's must land after it, not between."""
-        lock = self._group_writes.setdefault(group, trio.Lock())
-        async with lock:
-            try:
-                yield
-            finally:  # no checkpoint between this and the release: no one can take the lock meanwhile
-                if not lock.statistics().tasks_waiting:
-                    del self._group_writes[group]
 
     async def _write_inline(self, group: str, data: bytes | None, upserts: list[tuple[str, bytes]] = (),
                             deletes: list[str] = ()) -> None:

@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-import trio
 
 from .. import logs
 from . import layout
@@ -41,6 +40,7 @@ from .errors import StoreError
 from .fence import Fence, fenced_commit
 from .multiread import GET
 from .partition import OffsetEntry, PartitionStore
+from .turns import Turns
 
 SEPARATOR = "@"  # never inside an escaped name
 # (offset, leader epoch, metadata, written ms)
@@ -111,7 +111,7 @@ class PendingOffsets:
                  wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
         self.zk, self.fence, self.store, self.wall_ms = zk, fence, store, wall_ms
         self.by_group: dict[str, dict[TxnKey, PendingTxn]] = {}
-        self._turns: dict[tuple[str, TxnKey], trio.Lock] = {}  # one znode's writes in turn
+        self._turns = Turns()  # one znode's writes in turn
         self.log = logs.get("groupkeeper.transactions").bind(partition=fence.partition)
 
     @property
@@ -172,7 +172,7 @@ class PendingOffsets:
         counts for the first only); returns once ZooKeeper has confirmed them. Raises what
         the store raises, and OverBudget when they would take ZooKeeper's data past the data
         budget (`client`'s: named in the refusal's log line)."""
-        async with self._turn(group, key):
+        async with self._turns((group, key)):
             now = self.wall_ms()
             before = self.by_group.get(group, {}).get(key)
             start = before.marker_from if before else marker_from
@@ -206,7 +206,7 @@ class PendingOffsets:
         this group-partition that has them). Returns the groups resolved."""
         groups = self.groups_of(key) if groups is None else groups
         for group in groups:
-            async with self._turn(group, key):
+            async with self._turns((group, key)):
                 txn = self.by_group.get(group, {}).get(key)
                 if txn is None:
                     continue  # resolved meanwhile
@@ -227,7 +227,7 @@ class PendingOffsets:
     async def drop_group(self, group: str) -> None:
         """The group is deleted: its pending transactions go with it."""
         for key in list(self.by_group.get(group, {})):
-            async with self._turn(group, key):
+            async with self._turns((group, key)):
                 await self._delete(group, key)
 
     async def _delete(self, group: str, key: TxnKey) -> None:
@@ -243,22 +243,3 @@ class PendingOffsets:
         txns.pop(key, None)
         if not txns:
             self.by_group.pop(group, None)
-
-    def _turn(self, group: str, key: TxnKey):
-        lock = self._turns.setdefault((group, key), trio.Lock())
-        return _Turn(self._turns, (group, key), lock)
-
-
-class _Turn:
-    """An async context: one znode's writes in turn; the lock forgotten when nobody waits."""
-
-    def __init__(self, turns: dict, name, lock: trio.Lock):
-        self.turns, self.name, self.lock = turns, name, lock
-
-    async def __aenter__(self):
-        await self.lock.acquire()
-
-    async def __aexit__(self, *exc):
-        self.lock.release()
-        if not self.lock.statistics().tasks_waiting and not self.lock.locked():
-            self.turns.pop(self.name, None)
