@@ -13,7 +13,7 @@ epoch carries many transactions."""
 
 from __future__ import annotations
 
-import struct
+import json
 import time
 import uuid
 
@@ -24,7 +24,7 @@ from kazoo.exceptions import NoNodeError
 from coordinator.store import layout
 from coordinator.store.transactions import ABORTED, BEGUN, COMMITTED, Outcome, decode
 from protocol.schemas import FETCH
-from protocol.varint import read_varint
+from protocol.record_batches import TRANSACTIONAL, batch_headers
 from tests.support.tansu import tansu  # noqa: F401 - a fixture
 from tests.tansu.test_e2e_gateway import start_gateway
 from tools.kafka_admin import NodeConnection
@@ -63,24 +63,8 @@ def batches(tansu, topic: str) -> list[tuple[int, int, bool, int | None]]:  # no
                 "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}])[0]
     finally:
         connection.close()
-    data = answer.responses[0].partitions[0].records or b""
-    found, pos = [], 0
-    while pos + 61 <= len(data):
-        length, = struct.unpack_from(">i", data, pos + 8)
-        attributes, = struct.unpack_from(">h", data, pos + 21)
-        producer_id, epoch = struct.unpack_from(">qh", data, pos + 43)
-        marker = None
-        if attributes & 0x20:  # a control batch: its one record's key is (version, type)
-            p = pos + 61
-            _, p = read_varint(data, p)  # the record's length
-            p += 1  # its attributes
-            _, p = read_varint(data, p)  # timestamp delta
-            _, p = read_varint(data, p)  # offset delta
-            _, p = read_varint(data, p)  # key length
-            _, marker = struct.unpack_from(">hh", data, p)
-        found.append((producer_id, epoch, bool(attributes & 0x10), marker))
-        pos += 12 + length
-    return found
+    return [(b.producer_id, b.producer_epoch, bool(b.attributes & TRANSACTIONAL), b.control_type)
+            for b in batch_headers(answer.responses[0].partitions[0].records or b"")]
 
 
 def test_the_gateway_records_begun_committed_and_aborted_with_the_producers_id_and_epoch(
@@ -129,4 +113,63 @@ def test_the_gateway_records_begun_committed_and_aborted_with_the_producers_id_a
     finally:
         zk.stop()
         zk.close()
+        assert gateway.stop() == 0
+
+
+def test_transactional_offsets_follow_commit_and_abort_and_an_unknowable_end_is_never_guessed(
+        zookeeper, tmp_path, tansu):  # noqa: F811 - the fixture
+    """librdkafka's send_offsets_to_transaction through the gateway in front of Tansu: the
+    offsets of a committed transaction become the group's, an aborted one's go. A transaction
+    left open when a new producer of its id starts has ended at the broker, but Tansu keeps no
+    marker groupkeeper can read (no __consumer_offsets): its offsets stay pending, reported,
+    never guessed, and a read_committed consumer's OffsetFetch is answered UNSTABLE_OFFSET_COMMIT."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from protocol import ErrorCode
+    from protocol.schemas import OFFSET_FETCH
+    from tests.support.clients import RawConnection, committed
+
+    topic, group, transactional_id = f"txoff-{uuid.uuid4().hex[:8]}", "txoff-group", f"txoff/{uuid.uuid4().hex[:8]}"
+    tansu.create_topic(topic, 1)
+    gateway = start_gateway(zookeeper, tmp_path, tansu.bootstrap, transactions_check_interval_ms=200)
+    consumer = Consumer({"bootstrap.servers": gateway.bootstrap, "group.id": group})
+    try:
+        gateway.wait_for_log("broker node reachable", node=tansu.node_id)
+        metadata = consumer.consumer_group_metadata()  # not subscribed: a simple group's (generation -1)
+
+        def send(producer, offset: int) -> None:
+            producer.begin_transaction()
+            producer.produce(topic, b"v", partition=0)
+            producer.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], metadata, DEADLINE)
+
+        producer = CKProducer({"bootstrap.servers": gateway.bootstrap, "transactional.id": transactional_id})
+        producer.init_transactions(DEADLINE)
+        send(producer, 10)
+        producer.commit_transaction(DEADLINE)  # answered once recorded; resolved by the owner a moment later
+        gateway.wait_for_log("transactional offsets committed", group=group, transactional_id=transactional_id)
+        assert committed([gateway.port], group) == {(topic, 0): 10}
+        send(producer, 20)
+        producer.abort_transaction(DEADLINE)
+        gateway.wait_for_log("transactional offsets aborted", group=group, transactional_id=transactional_id)
+        assert committed([gateway.port], group) == {(topic, 0): 10}
+
+        send(producer, 30)  # left open: its producer "dies", a new one of the same id starts
+        again = CKProducer({"bootstrap.servers": gateway.bootstrap, "transactional.id": transactional_id})
+        again.init_transactions(DEADLINE)
+        warned = gateway.wait_for_log("a transaction ended without a known outcome: its offsets stay pending",
+                                      transactional_id=transactional_id)
+        assert warned["group"] == group and warned["why"] == "where the brokers write its end was not known"
+        connection = RawConnection(gateway.port)
+        try:
+            answer = connection.call(OFFSET_FETCH, 7, {"group_id": group, "topics": [
+                {"name": topic, "partition_indexes": [0]}], "require_stable": True})
+        finally:
+            connection.close()
+        assert [p.error_code for t in answer.topics for p in t.partitions] == [ErrorCode.UNSTABLE_OFFSET_COMMIT]
+        assert committed([gateway.port], group) == {(topic, 0): 10}  # neither 30 nor dropped: pending
+        listed = json.loads(gateway.cli("transactions", "list", "--json"))
+        assert [(r["group"], r["transactional_id"], r["markers_from"]) for r in listed] == \
+            [(group, transactional_id, -1)]
+    finally:
+        consumer.close()
         assert gateway.stop() == 0
