@@ -71,14 +71,16 @@ class PendingCheck:
                         self._wake.set()  # the rest right after
                         return
                     looks += 1
-                    await self._look(owned, group, key, txn, due)
+                    if not await self._look(owned, group, key, txn, due):
+                        return  # the brokers cannot be read: everything waits for the next round
         self._due.clear()
 
-    async def _look(self, owned, group: str, key: TxnKey, txn, due: bool) -> None:
+    async def _look(self, owned, group: str, key: TxnKey, txn, due: bool) -> bool:
+        """One transaction looked for; False when the brokers could not be read."""
         if txn.scan_from < 0:  # where its markers start was never learned: they cannot be read
             if due:
                 self.coordinator.unresolved(key, group, "where the brokers write its end was not known")
-            return
+            return True
         try:
             scan = await self.markers.find(group, key.producer_id, key.producer_epoch, txn.scan_from)
         except (Unavailable, Exception) as exc:  # noqa: BLE001 - any broker failure: next round
@@ -88,7 +90,7 @@ class PendingCheck:
                 self.log.warning("cannot read transactions' ends from the brokers; tried again",
                                  group=group, transactional_id=key.transactional_id,
                                  error=f"{type(exc).__name__}: {exc}")
-            return
+            return False
         self._failing = False
         if scan.outcome is not None:
             metrics.TXN_MARKER_READS.labels("found").inc()
@@ -96,10 +98,11 @@ class PendingCheck:
                           transactional_id=key.transactional_id, producer_id=key.producer_id,
                           producer_epoch=key.producer_epoch, outcome=scan.outcome, marker_offset=scan.next_offset - 1)
             await self.coordinator.resolve_pending(owned, key, scan.outcome == "committed", [group])
-            return
+            return True
         metrics.TXN_MARKER_READS.labels("gone" if scan.gone else "not_yet").inc()
         txn.scan_from = scan.next_offset
         if scan.gone:
             self.coordinator.unresolved(key, group, "the brokers' log no longer holds its end")
         elif due:
             self.coordinator.unresolved(key, group, "no end of it written yet")
+        return True

@@ -80,9 +80,18 @@ def test_without_a_start_nothing_is_read_and_an_ended_one_is_reported():
     assert [name for name, _ in leader.calls] == []
 
 
-def test_brokers_that_cannot_answer_leave_everything_pending():
+def test_brokers_that_cannot_answer_leave_everything_pending_and_end_the_round():
     check, owner, leader, txns = setup()
     check.markers.view.states.clear()
+    looks = []
+    find = check.markers.find
+
+    async def counted(*args, **kwargs):
+        looks.append(args[0])
+        return await find(*args, **kwargs)
+    check.markers.find = counted
     check.due(FRESH)
     trio.run(check.round)
     assert owner.resolved == [] and owner.reported == [] and set(txns) == {OLD, FRESH}
+    assert FRESH in check._due  # looked for again at the next round
+    assert len(looks) == 1  # the first failure ended the round: the other two wait for the next
