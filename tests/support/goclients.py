@@ -4,7 +4,8 @@ built by `make install` into var/go/bin/goclients.
 
 `go_group_read` runs one member to its end and returns its last line; `go_group_member`
 starts one in the background (a mixed group's member, a `MemberProcess`: wait for what it
-reports, then stop it with its stop file); `go_produce` produces numbered records with franz-go.
+reports, then stop it with its stop file); `go_produce` produces numbered records with franz-go;
+`go_copier_command` is either client's exactly-once loop (tests/support/members.py runs it).
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ def go_command(bootstrap: str, group: str, topics: list[str] | tuple[str, ...] |
     command += ["--kafka-version", kafka_version] if kafka_version else []
     command += ["--verbose"] if verbose else []
     return command
+
+
+def go_copier_command(bootstrap: str, group: str, source: str, sink: str, transactional_id: str, records: int,
+                      client: str = "franz", protocol: str = "classic", *, abort_every: int = 0, batch: int = 10,
+                      seconds: float = 90.0, verbose: bool = False) -> list[str]:
+    """The command line of the client's exactly-once loop copying `source` to `sink` (see
+    tests/kafka/go/copier.go)."""
+    command = [binary(), "--client", client, "--protocol", protocol, "--bootstrap", bootstrap, "--group", group,
+               "--topics", source, "--copy-to", sink, "--transactional-id", transactional_id,
+               "--records", str(records), "--abort-every", str(abort_every), "--batch", str(batch),
+               "--seconds", str(seconds)]
+    return command + (["--verbose"] if verbose else [])
 
 
 def lines_of(stream) -> Iterator[dict]:

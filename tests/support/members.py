@@ -6,16 +6,22 @@ the Go clients' program) that prints {"assigned": [...]} at every change of its 
 
 `CLIENTS` names each client and protocol the conformance tests know (`MORE_CLIENTS`: others,
 aiokafka, that other tests start); `Member` starts one
-(a MemberProcess: it follows what the process prints and stops it through a stop file)."""
+(a MemberProcess: it follows what the process prints and stops it through a stop file).
+
+`copy_exactly_once` runs a client's exactly-once read-process-write loop (EosCopier.java,
+tests/support/pycopier.py, the Go program's copier.go: one contract, EosCopier.java's) to its
+end."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support import goclients, kafka as java
-from tests.support.member_process import MemberProcess
+from tests.support.member_process import ROOT, MemberProcess
 
 
 @dataclass(frozen=True)
@@ -92,3 +98,49 @@ class Member(MemberProcess):
         args += ["--strategy", strategy] if strategy else []
         return [sys.executable, "-m", "tests.support.pymember", *args]
 
+
+def copy_exactly_once(client: Client, bootstrap: str, group: str, source: str, sink: str, transactional_id: str,
+                      records: int, directory: Path, *, abort_every: int = 3, batch: int = 10,
+                      seconds: float = 90.0) -> dict:
+    """The client's exactly-once loop, a member of `group`, copies `records` records of
+    `source` to `sink`, `batch` at most a transaction, every `abort_every`th transaction
+    aborted and the consumer rewound to the committed offsets; run to its end (killed at
+    `seconds` + 30). Its last line ({"done": true, "copied", "transactions", "aborted",
+    "failed"}), with "values": the input values it copied in committed transactions, in order,
+    and "lines": every line. Fails, with its output and log, unless it copied them all."""
+    program = client.program
+    if program == "java":
+        props = {"bootstrap.servers": bootstrap, "consumer.group.protocol": client.protocol,
+                 # a poll's records are a transaction's: small batches, many transactions
+                 "consumer.max.poll.records": batch}
+        if client.protocol == "classic":
+            props.update({"consumer.session.timeout.ms": 10_000, "consumer.heartbeat.interval.ms": 1000})
+        command = java.java_command("EosCopier", "--input", source, "--output", sink, "--group", group,
+                                    "--transactional-id", transactional_id, "--records", str(records),
+                                    "--abort-every", str(abort_every), "--seconds", str(int(seconds)),
+                                    *(f"{k}={v}" for k, v in props.items()))
+    elif program in ("franz-go", "sarama"):
+        command = goclients.go_copier_command(bootstrap, group, source, sink, transactional_id, records,
+                                              {"franz-go": "franz"}.get(program, program), client.protocol,
+                                              abort_every=abort_every, batch=batch, seconds=seconds)
+    else:
+        command = [sys.executable, "-m", "tests.support.pycopier", "--client", program, "--bootstrap", bootstrap,
+                   "--group", group, "--protocol", client.protocol, "--input", source, "--output", sink,
+                   "--transactional-id", transactional_id, "--records", str(records),
+                   "--abort-every", str(abort_every), "--batch", str(batch), "--seconds", str(seconds)]
+    log = directory / f"copier-{program}-{group}.log"
+    with open(log, "wb") as stderr:
+        try:
+            done = subprocess.run(command, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL,
+                                  text=True, timeout=seconds + 30, cwd=ROOT)
+            stdout, status = done.stdout, done.returncode
+        except subprocess.TimeoutExpired as expired:  # run() has killed it
+            stdout, status = expired.stdout or "", "killed"
+            stdout = stdout.decode(errors="replace") if isinstance(stdout, bytes) else stdout
+    log.with_suffix(".out").write_text(stdout)  # what it said, beside its log
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    last = next((line for line in reversed(lines) if "done" in line), {})  # its closing may say more after it
+    assert status == 0 and last.get("done") is True, \
+        f"{client.name}'s exactly-once loop exited {status}: {lines[-8:]}\n{log.read_text(errors='replace')[-6000:]}"
+    return {**last, "values": [v for line in lines if "committed" in line for v in line["committed"]],
+            "lines": lines}

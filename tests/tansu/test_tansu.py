@@ -148,3 +148,51 @@ def test_a_metadata_topic_named_by_id_with_an_empty_name_is_refused(tansu):  # n
         connection.close()
     assert [(t.name, t.error_code) for t in empty] == [("", 17)]
     assert [(t.name, t.error_code) for t in null] == [("by-id", 0)]
+
+
+def test_a_read_committed_fetch_lists_no_aborted_transactions(tansu):  # noqa: F811 - the fixture
+    """Tansu writes a transaction's ABORT marker but never lists the aborted transaction in a
+    read_committed Fetch (aborted_transactions stays empty), which is how a consumer knows to
+    skip its records: a read_committed consumer reads an aborted record as a committed one.
+    (The conformance matrix's exactly-once cells on Tansu.)"""
+    from protocol.record_batches import batch_headers
+    from protocol.schemas import FETCH
+    from tests.support.clients import RawConnection
+
+    tansu.create_topic("txn", 1)
+    producer = Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": "aborts-listed", "linger.ms": 0})
+    producer.init_transactions(DEADLINE)
+    for value, commit in ((b"kept-1", True), (b"dropped", False), (b"kept-2", True)):
+        producer.begin_transaction()
+        producer.produce("txn", value, partition=0)
+        assert producer.flush(DEADLINE) == 0  # sent: an abort would purge it otherwise, and send no EndTxn
+        if commit:
+            producer.commit_transaction(DEADLINE)
+        else:
+            producer.abort_transaction(DEADLINE)
+    connection = RawConnection(tansu.port)
+    try:
+        answer = connection.call(FETCH, 11, {
+            "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 1,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": "txn", "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
+    finally:
+        connection.close()
+    fetched = answer.responses[0].partitions[0]
+    # the log holds data and a marker per transaction: COMMIT (1), ABORT (0), COMMIT; the
+    # aborted one ends below the last stable offset, yet no aborted transaction is listed
+    assert [b.control_type for b in batch_headers(fetched.records or b"")] == [None, 1, None, 0, None, 1]
+    assert fetched.last_stable_offset == 6 and fetched.aborted_transactions == []
+    consumer = Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": "aborts-listed", "session.timeout.ms": 6000,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["txn"])
+        read, deadline = [], time.monotonic() + DEADLINE
+        while len(read) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append(message.value().decode())
+    finally:
+        consumer.close()
+    assert read == ["kept-1", "dropped", "kept-2"]

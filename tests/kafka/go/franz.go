@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,10 +43,9 @@ func franzBalancer(o *options) kgo.GroupBalancer {
 	return nil
 }
 
-// consumeFranz is a franz-go group member: it polls, counts every record it polled, and
-// at the end commits everything it polled (CommitUncommittedOffsets).
-func consumeFranz(o *options) {
-	m := newMember()
+// franzGroupOpts are a franz-go group member's options as the flags say, its assignment
+// followed by `m`; autocommit off (what was read is committed when the caller says).
+func franzGroupOpts(o *options, m *member) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(o.brokers()...),
 		kgo.ClientID("goclients-franz"),
@@ -71,7 +71,14 @@ func consumeFranz(o *options) {
 	if o.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(o.instanceID))
 	}
-	cl, err := kgo.NewClient(opts...)
+	return opts
+}
+
+// consumeFranz is a franz-go group member: it polls, counts every record it polled, and
+// at the end commits everything it polled (CommitUncommittedOffsets).
+func consumeFranz(o *options) {
+	m := newMember()
+	cl, err := kgo.NewClient(franzGroupOpts(o, m)...)
 	if err != nil {
 		fail("franz-go: %v", err)
 	}
@@ -178,4 +185,84 @@ func produceFranz(o *options) {
 	if failed > 0 {
 		os.Exit(1)
 	}
+}
+
+// copyFranz is franz-go's exactly-once loop (copier.go): a GroupTransactSession, which sends
+// the polled offsets with each transaction (TxnOffsetCommit with the group's member and
+// generation or epoch) and, on an abort, sets the consumer back to the offsets last committed.
+func copyFranz(o *options) {
+	c := newCopier(o)
+	m := newMember()
+	opts := append(franzGroupOpts(o, m),
+		kgo.TransactionalID(o.transactionalID),
+		kgo.TransactionTimeout(60*time.Second),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.DefaultProduceTopic(o.copyTo),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		fail("franz-go: %v", err)
+	}
+	say(map[string]any{"initialized": true})
+	for c.more() {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fetches := sess.PollRecords(ctx, o.batch)
+		cancel()
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				fmt.Fprintf(os.Stderr, "goclients: fetching %s-%d: %v\n", topic, partition, err)
+			}
+		})
+		records := fetches.Records()
+		if len(records) == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			c.fatal(fmt.Errorf("franz-go: beginning a transaction: %w", err))
+		}
+		abort := c.begin()
+		values, offsets := make([]string, 0, len(records)), map[string]int64{}
+		var produced error
+		var mu sync.Mutex
+		ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
+		for _, r := range records {
+			values = append(values, string(r.Value))
+			offsets[partitionName(r.Topic, r.Partition)] = r.Offset + 1 // the next offset to read
+			sess.Produce(ctx, &kgo.Record{Partition: r.Partition, Value: []byte("out-" + string(r.Value))},
+				func(_ *kgo.Record, err error) {
+					if err != nil {
+						mu.Lock()
+						produced = err
+						mu.Unlock()
+					}
+				})
+		}
+		// End flushes (or, aborting, drops) what was produced; it commits only if the group
+		// did not rebalance meanwhile and TxnOffsetCommit succeeded, else it aborts; either
+		// way it leaves the consumer at the offsets then committed
+		committed, err := sess.End(ctx, kgo.TransactionEndTry(!abort))
+		cancel()
+		mu.Lock()
+		failed := produced
+		mu.Unlock()
+		switch {
+		case err != nil: // "no returned error is retryable" (End's documentation)
+			c.fatal(fmt.Errorf("franz-go: ending a transaction: %w", err))
+		case committed && failed != nil:
+			c.fatal(fmt.Errorf("franz-go: a transaction committed with a record not produced: %w", failed))
+		case committed:
+			c.committed(values, offsets)
+		case abort:
+			c.plannedAbort()
+		case failed != nil:
+			c.failure(fmt.Errorf("franz-go: producing: %w", failed))
+		default:
+			c.failure(errors.New("franz-go: the transaction session aborted instead of committing (a " +
+				"rebalance, or TxnOffsetCommit failed: see its log)"))
+		}
+	}
+	c.done(true)
+	sess.Close()
 }

@@ -20,6 +20,11 @@
 // i % P when P > 0, else where franz-go's default partitioner puts it; prints
 // {"acked": N, "failed": F, "partitions": {"0": n0, ...}}.
 //
+//	goclients --client franz|sarama --copy-to OUT --transactional-id X --bootstrap H:P
+//	    --group G --topics IN [--protocol P] [--records N] [--abort-every N] [--batch N] [--seconds S]
+//
+// copies IN to OUT in transactions, exactly once: the exactly-once loop of copier.go.
+//
 // --protocol consumer is KIP-848 (franz-go's ServerSideBalancer, with a range or sticky
 // strategy: "sticky" and "cooperative-sticky" ask for the server's uniform assignor);
 // sarama speaks the classic protocol only.
@@ -49,6 +54,8 @@ type options struct {
 	verbose                            bool
 	produce, partitions                int
 	prefix                             string
+	copyTo, transactionalID            string
+	abortEvery, batch                  int
 }
 
 func (o *options) brokers() []string { return strings.Split(o.bootstrap, ",") }
@@ -236,6 +243,10 @@ func main() {
 	flag.IntVar(&o.produce, "produce", 0, "produce this many records to the one topic instead of consuming")
 	flag.IntVar(&o.partitions, "partitions", 0, "with --produce: record i to partition i % P")
 	flag.StringVar(&o.prefix, "prefix", "go", "with --produce: the values' prefix")
+	flag.StringVar(&o.copyTo, "copy-to", "", "copy --topics to this topic exactly once (copier.go) instead of consuming")
+	flag.StringVar(&o.transactionalID, "transactional-id", "", "with --copy-to: the producer's transactional id")
+	flag.IntVar(&o.abortEvery, "abort-every", 0, "with --copy-to: abort every Nth transaction and rewind")
+	flag.IntVar(&o.batch, "batch", 10, "with --copy-to: records a transaction at most")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fail("unexpected arguments: %v", flag.Args())
@@ -255,6 +266,23 @@ func main() {
 	}
 	if o.protocol != "classic" && o.protocol != "consumer" {
 		fail("--protocol is classic or consumer, not %q", o.protocol)
+	}
+	if o.copyTo != "" {
+		if o.transactionalID == "" || o.pattern != "" || o.batch < 1 {
+			fail("--copy-to needs --transactional-id, --topics (not --pattern) and a --batch of 1 or more")
+		}
+		switch o.client {
+		case "franz", "franz-go":
+			copyFranz(o)
+		case "sarama":
+			if o.protocol != "classic" {
+				fail("sarama has no KIP-848 consumer protocol (no ConsumerGroupHeartbeat): classic only")
+			}
+			copySarama(o)
+		default:
+			fail("--client is franz or sarama, not %q", o.client)
+		}
+		return
 	}
 	switch o.client {
 	case "franz", "franz-go":
