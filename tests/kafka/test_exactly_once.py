@@ -27,29 +27,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.clients import committed, held_by_groupkeeper, produce_values
+from tests.support.clients import committed, held_by_groupkeeper, produce_values, read_committed
 from tests.support.kafka import broker_groups, create_topic, java_command, run_tool
 
 pytestmark = pytest.mark.conformance  # `make conformance` (tests/conftest.py)
-
-
-def read_committed(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> list[str]:
-    """Every value of `topic` a read_committed consumer (no group) reads, until `count`."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}-{time.monotonic_ns()}",
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    try:
-        consumer.subscribe([topic])
-        values, deadline = [], time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value().decode())
-            elif len(values) >= count and message is None:
-                break
-        return values
-    finally:
-        consumer.close()
 
 
 def test_librdkafkas_read_process_write_loop_is_exactly_once_with_aborts(kafka, gateway):
@@ -113,6 +94,7 @@ class Copier:
     (its stderr too: a full pipe would stop it)."""
 
     def __init__(self, gateway, source: str, sink: str, group: str, transactional_id: str, *args: str):
+        self.gateway, self.group = gateway, group
         self.process = subprocess.Popen(
             java_command("EosCopier", "--input", source, "--output", sink, "--group", group,
                          "--transactional-id", transactional_id, *args, f"bootstrap.servers={gateway.bootstrap}",
@@ -121,6 +103,7 @@ class Copier:
         self.lines: list[dict] = []  # what it wrote so far, as `_take` moved it here
         self._new: queue.Queue[dict | None] = queue.Queue()  # None: its stdout ended
         self._ended = False
+        self.other: list[str] = []  # the rest of its stdout: a thread dump (`dump`)
         self.errors: list[str] = []
         threading.Thread(target=self._follow, daemon=True).start()
         threading.Thread(target=lambda: self.errors.extend(self.process.stderr), daemon=True).start()
@@ -129,6 +112,8 @@ class Copier:
         for line in self.process.stdout:
             if line.startswith("{"):
                 self._new.put(json.loads(line))
+            else:
+                self.other.append(line)
         self._new.put(None)
 
     def _take(self, wait: float) -> None:
@@ -146,24 +131,52 @@ class Copier:
         """The first line with `key`, waiting for it until `timeout` or the end of its output."""
         deadline = time.monotonic() + timeout
         while not any(key in line for line in self.lines):
-            assert not self._ended, \
-                f"EosCopier.java exited {self.process.wait()} before {key!r}: {self.lines[-5:]}\n{self.stderr}"
-            assert time.monotonic() < deadline, f"no {key!r} from EosCopier.java within {timeout} s: {self.lines[-5:]}"
+            if self._ended:
+                raise AssertionError(f"EosCopier.java exited {self.process.wait()} before {key!r}: {self.lines[-5:]}"
+                                     f"\n{self.stderr}\n{self.evidence()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {key!r} from EosCopier.java within {timeout} s: {self.lines[-5:]}\n"
+                                     f"{self.dump()}\n{self.evidence()}")
             self._take(0.2)
         return next(line for line in self.lines if key in line)
 
     def finish(self, timeout: float) -> dict:
         """Its "done" line once it exited (killed at `timeout`); every line is in `lines` then."""
+        stuck = ""
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
+            stuck = self.dump()
             self.kill()
         while not self._ended:  # its stdout is closed: the reader's last lines are coming
             self._take(1.0)
         done = next((line for line in self.lines if "done" in line), None)
-        assert self.process.returncode == 0 and done is not None and done["done"], \
-            f"EosCopier.java exited {self.process.returncode}: {self.lines[-5:]}\n{self.stderr}"
-        return done
+        if self.process.returncode == 0 and done is not None and done["done"]:
+            return done
+        raise AssertionError(f"EosCopier.java exited {self.process.returncode}: {self.lines[-5:]}\n{self.stderr}\n"
+                             f"{stuck}\n{self.evidence()}")
+
+    def wrong_rewinds(self) -> list[dict]:
+        """The aborts after which the committed offsets were not where the aborted batch began:
+        ahead, the aborted transaction's offsets were committed (its records are never copied);
+        behind, a committed transaction's were lost (its records are copied twice)."""
+        return [line for line in self.lines if "rewound" in line and line["rewound"] != line["from"]]
+
+    def evidence(self) -> str:
+        """What groupkeeper has of the group's offsets and of transactions: a failure's evidence."""
+        return (f"aborts not rewound to their batch's start: {self.wrong_rewinds()}\n"
+                f"committed: {committed([self.gateway.port], self.group)}\n"
+                f"the gateway's transactions:\n{transactions_seen(self.gateway)}")
+
+    def dump(self, timeout: float = 10.0) -> str:
+        """Where its main thread is: the JVM writes its threads' stacks on stdout at SIGQUIT."""
+        start = len(self.other)
+        self.process.send_signal(signal.SIGQUIT)
+        deadline = time.monotonic() + timeout
+        while not any("JNI global refs" in line for line in self.other[start:]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        threads = "".join(self.other[start:]).split("\n\n")
+        return "\n\n".join(t for t in threads if t.startswith('"main"') or "kafka-producer-network-thread" in t)
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -246,6 +259,7 @@ def java_loop(kafka, gateway):
 def test_the_java_clients_read_process_write_loop_is_exactly_once_with_aborts(kafka, gateway, java_loop):
     done = java_loop["done"]
     assert done["aborted"] >= 10 and done["failed"] == 0, done
+    assert not java_loop["copier"].wrong_rewinds()  # each abort's offsets dropped, the commits' kept
     assert done["copied"] == len(java_loop["values"])
     check_exactly_once(kafka, gateway, java_loop["sink"], java_loop["group"], java_loop["transactional_id"],
                        java_loop["values"], java_loop["copier"].copied())
@@ -309,9 +323,9 @@ def test_a_java_producer_killed_mid_transaction_and_restarted_is_exactly_once(ka
         done = second.finish(timeout=180)
     except AssertionError as failure:
         second.kill()
-        raise AssertionError(f"{failure}\ngiven up {time.monotonic() - killed_at:.1f} s after the kill; "
-                             f"the gateway's transactions:\n{transactions_seen(gateway)}") from None
+        raise AssertionError(f"given up {time.monotonic() - killed_at:.1f} s after the kill: {failure}") from None
     assert done["failed"] == 0, done
+    assert not first.wrong_rewinds() and not second.wrong_rewinds()
     assert set(hanging["open"]) <= set(second.copied())  # the killed transaction's batch, read again
     check_exactly_once(kafka, gateway, sink, group, transactional_id, values, before + second.copied())
     # the killed transaction ended at the brokers: aborted by the restart's InitProducerId,

@@ -15,7 +15,7 @@
 // transactions, begin one more, produce its batch, send its offsets, flush, print
 // {"hanging": true, "copied": N, "transactions": K, "open": [values], "offsets": {...}} and
 // sleep until killed (a producer killed mid-transaction). --seconds S: give up after S
-// seconds (default 300): {"done": false, ...} and exit status 3.
+// seconds (default 300): {"done": false, ..., "positions": {...}} and exit status 3.
 //
 // key=value goes to both the consumer's and the producer's configuration (bootstrap.servers,
 // say); consumer.key=value to the consumer's only, producer.key=value to the producer's only.
@@ -31,7 +31,9 @@
 // On stdout, one JSON object a line: {"initialized": true} once initTransactions returned;
 // {"assigned": [...]} at every change of the assignment; {"committed": [values...],
 // "offsets": {"t-0": 12, ...}} per committed transaction (the input values it copied, the
-// offsets it sent); {"aborted": N} per abort of --abort-every (N: so far); {"failed": "..."} per
+// offsets it sent); {"aborted": N, "from": {...}, "rewound": {...}} per abort of --abort-every
+// (N: so far; where the batch began, and the committed offsets it sought for those partitions
+// afterwards: the beginning, 0, where none); {"failed": "..."} per
 // transaction failed; at the end {"done": true, "copied": N, "transactions": T, "aborted": A,
 // "failed": F} (T: committed).
 import java.time.Duration;
@@ -82,19 +84,21 @@ public class EosCopier {
     /** Back to the committed offsets of every assigned partition (the beginning where none is
      *  committed): what an aborted transaction read is read again. A read_committed consumer
      *  asks with require_stable, so this waits while the aborted transaction's offsets pend. */
-    static void rewind(KafkaConsumer<String, String> consumer, long deadline) {
+    static Map<TopicPartition, OffsetAndMetadata> rewind(KafkaConsumer<String, String> consumer, long deadline) {
         while (true) {
             try {
                 Set<TopicPartition> assignment = consumer.assignment();
                 Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(assignment, Duration.ofSeconds(10));
+                Map<TopicPartition, OffsetAndMetadata> sought = new HashMap<>();
                 List<TopicPartition> none = new ArrayList<>();
                 for (TopicPartition tp : assignment) {
                     OffsetAndMetadata offset = committed.get(tp);
                     if (offset == null) none.add(tp);
                     else consumer.seek(tp, offset);
+                    sought.put(tp, offset != null ? offset : new OffsetAndMetadata(0));  // the input logs start at 0
                 }
                 if (!none.isEmpty()) consumer.seekToBeginning(none);
-                return;
+                return sought;
             } catch (org.apache.kafka.common.errors.TimeoutException e) {
                 if (System.nanoTime() > deadline) throw e;
                 say("{\"rewind\": \"timed out, again\"}");
@@ -165,15 +169,22 @@ public class EosCopier {
             });
             while (copied < records) {
                 if (System.nanoTime() > deadline) {
+                    // where it stands, for whoever wonders why it got no further
+                    Map<TopicPartition, OffsetAndMetadata> at = new HashMap<>();
+                    for (TopicPartition tp : consumer.assignment())
+                        at.put(tp, new OffsetAndMetadata(consumer.position(tp, Duration.ofSeconds(5))));
                     say("{\"done\": false, \"copied\": " + copied + ", \"transactions\": " + transactions
-                            + ", \"aborted\": " + aborted + ", \"failed\": " + failed + "}");
+                            + ", \"aborted\": " + aborted + ", \"failed\": " + failed + ", \"positions\": "
+                            + offsets(at) + "}");
                     producer.close(Duration.ZERO);
                     System.exit(3);
                 }
                 ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(200));
                 if (batch.isEmpty()) continue;
                 List<String> read = new ArrayList<>();
-                Map<TopicPartition, OffsetAndMetadata> positions = new HashMap<>();
+                Map<TopicPartition, OffsetAndMetadata> positions = new HashMap<>(), from = new HashMap<>();
+                for (TopicPartition tp : batch.partitions())  // where the batch began
+                    from.put(tp, new OffsetAndMetadata(batch.records(tp).get(0).offset()));
                 boolean abort = false, planned = false;
                 try {
                     producer.beginTransaction();
@@ -210,11 +221,17 @@ public class EosCopier {
                 }
                 if (abort) {
                     producer.abortTransaction();
+                    Map<TopicPartition, OffsetAndMetadata> sought = rewind(consumer, deadline);
                     if (planned) {
                         aborted++;
-                        say("{\"aborted\": " + aborted + "}");
+                        // where the batch began and where the committed offsets took the consumer
+                        // back to: the same, unless the aborted offsets were committed (or the
+                        // last committed transaction's were lost)
+                        Map<TopicPartition, OffsetAndMetadata> back = new HashMap<>();
+                        for (TopicPartition tp : from.keySet()) if (sought.containsKey(tp)) back.put(tp, sought.get(tp));
+                        say("{\"aborted\": " + aborted + ", \"from\": " + offsets(from) + ", \"rewound\": "
+                                + offsets(back) + "}");
                     }
-                    rewind(consumer, deadline);
                 }
             }
             say("{\"done\": true, \"copied\": " + copied + ", \"transactions\": " + transactions
