@@ -258,7 +258,7 @@ class Coordinator:
                     self.group_config, self.assignors, self._partitions_of, store.write_group, self.strict,
                     self.events, lease=self.guard.wait_current, consumer_assignors=self.consumer_assignors,
                     topic_counts=self.topics.partitions, wall_ms=self.wall_ms),
-                    pending=PendingOffsets(self.zk, slot.fence, store, self.wall_ms))
+                    pending=PendingOffsets(self.zk, slot.fence, store, self.wall_ms, self._ended))
                 self.owned[n] = owned
                 self._touch()
                 self.events.emit("ownership_gained", None, partition=n, epoch=slot.fence.epoch, reason=reason)
@@ -411,21 +411,35 @@ class Coordinator:
         for owned in list(self.owned.values()):
             if owned.pending is None or not owned.loaded.is_set() or owned.releasing:
                 continue
-            verdicts: dict[tuple[TxnKey, str], list[str]] = {}
+            verdicts: dict[tuple[TxnKey, str], dict[str, int]] = {}  # -> group -> the zxid decided on
             for group, txns in owned.pending.by_group.items():
                 for key, txn in txns.items():
                     if key.transactional_id == outcome.transactional_id:
                         verdict = decide(key, txn.zxid, outcome)
                         if verdict is not None:
-                            verdicts.setdefault((key, verdict), []).append(group)
+                            verdicts.setdefault((key, verdict), {})[group] = txn.zxid
             for (key, verdict), groups in verdicts.items():
                 if verdict in ("committed", "aborted"):
                     self._nursery.start_soon(self._resolve, owned, key, verdict == "committed", groups)
                 elif self.pending_check is not None:  # its end is read from the brokers
                     self.pending_check.due(key)
                 else:
-                    self.unresolved(key, groups[0], "no end of it was recorded", later_epoch=outcome.producer_epoch,
-                                    later_producer_id=outcome.producer_id)
+                    self.unresolved(key, next(iter(groups)), "no end of it was recorded",
+                                    later_epoch=outcome.producer_epoch, later_producer_id=outcome.producer_id)
+
+    async def _ended(self, key: TxnKey, zxid: int) -> bool | None:
+        """`PendingOffsets.ended`: whether an end recorded after `zxid` closes the transaction
+        `key` (True: committed, False: aborted), as ZooKeeper has the record now (synced:
+        another instance may have recorded it a moment ago, and its client been answered)."""
+        if self.transactions is None:
+            return None
+        try:
+            outcome = await self.transactions.read(key.transactional_id, synced=True)
+        except KazooException as exc:
+            raise StoreUnavailable(f"the record of transactional id {key.transactional_id!r} cannot be read: "
+                                   f"{type(exc).__name__}") from None
+        verdict = decide(key, zxid, outcome) if outcome is not None else None
+        return {"committed": True, "aborted": False}.get(verdict)
 
     def pending_transactions(self) -> tuple[int, float]:
         """(how many transactions have offsets pending in the groups owned here, counted per
@@ -451,11 +465,12 @@ class Coordinator:
                          group=group, transactional_id=key.transactional_id, producer_id=key.producer_id,
                          producer_epoch=key.producer_epoch, **context)
 
-    async def resolve_pending(self, owned: Owned, key: TxnKey, committed: bool, groups: list[str]) -> None:
-        """The transaction `key` ended so: its offsets pending in `groups` of `owned` resolved."""
+    async def resolve_pending(self, owned: Owned, key: TxnKey, committed: bool, groups: dict[str, int]) -> None:
+        """The transaction `key` ended so: its offsets pending in `groups` of `owned` (each with
+        the zxid of the offsets its end was found for) resolved."""
         await self._resolve(owned, key, committed, groups)
 
-    async def _resolve(self, owned: Owned, key: TxnKey, committed: bool, groups: list[str]) -> None:
+    async def _resolve(self, owned: Owned, key: TxnKey, committed: bool, groups: dict[str, int]) -> None:
         try:
             groups = await owned.pending.resolve(key, committed, groups)
         except (KazooException, StoreUnavailable, StoreError, NotOwner) as exc:

@@ -97,7 +97,7 @@ class PendingCheck:
             self.log.info("a transaction's end read from the brokers", group=group,
                           transactional_id=key.transactional_id, producer_id=key.producer_id,
                           producer_epoch=key.producer_epoch, outcome=scan.outcome, marker_offset=scan.next_offset - 1)
-            await self.coordinator.resolve_pending(owned, key, scan.outcome == "committed", [group])
+            await self.coordinator.resolve_pending(owned, key, scan.outcome == "committed", {group: txn.zxid})
             return True
         metrics.TXN_MARKER_READS.labels("gone" if scan.gone else "not_yet").inc()
         txn.scan_from = scan.next_offset

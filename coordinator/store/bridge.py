@@ -221,6 +221,11 @@ class ZooKeeperBridge:
     async def set(self, path: str, value: bytes, version: int = -1) -> Any:
         return await self.wait(self.client.set_async(path, value, version), "set")
 
+    async def sync(self, path: str) -> Any:
+        """Until the server this session reads from has every write the ensemble committed
+        before now (a write of another session, seen acknowledged elsewhere, is then read)."""
+        return await self.wait(self.client.sync_async(path), "sync")
+
     async def exists(self, path: str, watch=None) -> Any:
         return await self.wait(self.client.exists_async(path, watch=watch), "exists")
 

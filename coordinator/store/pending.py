@@ -29,7 +29,7 @@ nothing: the committed entries are newer than the pending ones by then.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 
@@ -108,8 +108,13 @@ class PendingOffsets:
     `wall_ms`: the wall clock, in ms."""
 
     def __init__(self, zk: ZooKeeperBridge, fence: Fence, store: PartitionStore,
-                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 ended: Callable[[TxnKey, int], Awaitable[bool | None]] | None = None):
         self.zk, self.fence, self.store, self.wall_ms = zk, fence, store, wall_ms
+        # whether a recorded end closes the transaction `key` whose offsets were last written
+        # at a zxid (True: committed, False: aborted, None: not known to have ended), read as
+        # ZooKeeper has it now; raises StoreUnavailable when it cannot say (`add`)
+        self.ended = ended
         self.by_group: dict[str, dict[TxnKey, PendingTxn]] = {}
         self._turns = Turns()  # one znode's writes in turn
         self.log = logs.get("groupkeeper.transactions").bind(partition=fence.partition)
@@ -173,8 +178,17 @@ class PendingOffsets:
         the store raises, and OverBudget when they would take ZooKeeper's data past the data
         budget (`client`'s: named in the refusal's log line)."""
         async with self._turns((group, key)):
-            now = self.wall_ms()
             before = self.by_group.get(group, {}).get(key)
+            if before is not None and self.ended is not None:
+                # under transaction version 1 every transaction of a producer has this key:
+                # what is pending may be an earlier transaction's, whose end was recorded and
+                # its answer given before this one began, but not yet applied here. Settled
+                # first, so that this transaction's offsets never share its outcome.
+                outcome = await self.ended(key, before.zxid)
+                if outcome is not None:
+                    await self._settle(group, key, before, outcome)
+                    before = None
+            now = self.wall_ms()
             start = before.marker_from if before else marker_from
             txn = PendingTxn(key, before.since_ms if before else now, dict(before.offsets) if before else {},
                              marker_from=start, scan_from=before.scan_from if before else start)
@@ -200,29 +214,39 @@ class PendingOffsets:
             txn.zxid = stat.mzxid if stat is not None else 0
             self.by_group.setdefault(group, {})[key] = txn
 
-    async def resolve(self, key: TxnKey, committed: bool, groups: list[str] | None = None) -> list[str]:
+    async def resolve(self, key: TxnKey, committed: bool, groups: Mapping[str, int] | None = None) -> list[str]:
         """The transaction `key` ended: on commit its offsets become the committed ones
-        (each where newer), on abort they are dropped; in `groups` (default: every group of
-        this group-partition that has them). Returns the groups resolved."""
-        groups = self.groups_of(key) if groups is None else groups
-        for group in groups:
+        (each where newer), on abort they are dropped; in `groups`, each with the zxid of the
+        pending offsets the end was found for (default: every group of this group-partition
+        that has them, as they are). A group whose offsets were written again since is left
+        alone: they are a later transaction's by then (`add` settled the earlier one).
+        Returns the groups resolved."""
+        if groups is None:
+            groups = {group: None for group in self.groups_of(key)}
+        resolved = []
+        for group, zxid in groups.items():
             async with self._turns((group, key)):
                 txn = self.by_group.get(group, {}).get(key)
-                if txn is None:
-                    continue  # resolved meanwhile
-                if committed:
-                    durable = self.store.durable.get(group, {})
-                    now = self.wall_ms()
-                    entries: dict[tuple[str, int], OffsetEntry] = {
-                        (t, p): (o, e, md, now) for (t, p), (o, e, md, written) in txn.offsets.items()
-                        if newer((o, e, md, written), durable.get(t, {}).get(p))}
-                    if entries:
-                        await self.store.commit_offsets(group, entries)
-                await self._delete(group, key)
-                self.log.info("transactional offsets " + ("committed" if committed else "aborted"), group=group,
-                              transactional_id=key.transactional_id, producer_id=key.producer_id,
-                              producer_epoch=key.producer_epoch, partitions=len(txn.offsets))
-        return groups
+                if txn is None or (zxid is not None and txn.zxid != zxid):
+                    continue  # resolved meanwhile, or a later transaction's now
+                await self._settle(group, key, txn, committed)
+                resolved.append(group)
+        return resolved
+
+    async def _settle(self, group: str, key: TxnKey, txn: PendingTxn, committed: bool) -> None:
+        """`txn`'s end applied (its turn held): committed where newer, or dropped; its znode gone."""
+        if committed:
+            durable = self.store.durable.get(group, {})
+            now = self.wall_ms()
+            entries: dict[tuple[str, int], OffsetEntry] = {
+                (t, p): (o, e, md, now) for (t, p), (o, e, md, written) in txn.offsets.items()
+                if newer((o, e, md, written), durable.get(t, {}).get(p))}
+            if entries:
+                await self.store.commit_offsets(group, entries)
+        await self._delete(group, key)
+        self.log.info("transactional offsets " + ("committed" if committed else "aborted"), group=group,
+                      transactional_id=key.transactional_id, producer_id=key.producer_id,
+                      producer_epoch=key.producer_epoch, partitions=len(txn.offsets))
 
     async def drop_group(self, group: str) -> None:
         """The group is deleted: its pending transactions go with it."""

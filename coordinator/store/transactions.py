@@ -223,10 +223,14 @@ class TransactionOutcomes:
         """The record as last read (None: none known)."""
         return self.records.get(transactional_id)
 
-    async def read(self, transactional_id: str) -> Outcome | None:
-        """The record as ZooKeeper has it now (watched, the cache updated); raises kazoo's
-        exceptions (ConnectionLoss...) when ZooKeeper cannot say."""
+    async def read(self, transactional_id: str, synced: bool = False) -> Outcome | None:
+        """The record as ZooKeeper has it now (watched, the cache updated); `synced`: with
+        every write acknowledged anywhere before the call (ZooKeeper's sync first: another
+        instance recorded it). Raises kazoo's exceptions (ConnectionLoss...) when ZooKeeper
+        cannot say."""
         name = layout.escape(transactional_id)
+        if synced:
+            await self.zk.sync(f"{layout.TRANSACTIONS}/{name}")
         return await self._read(name, transactional_id)
 
     def watch(self, transactional_id: str, callback: Callable[[Outcome], None]) -> None:

@@ -56,7 +56,7 @@ def test_only_transactions_pending_past_the_interval_are_looked_for():
     assert owner.resolved == [] and txns[OLD].scan_from == 2  # read on: the next look starts there
     leader.write(control_batch(2, 7, 1, ABORT))  # the old one aborted on its timeout (epoch bumped)
     trio.run(check.round)
-    assert owner.resolved == [(OLD, False, [GROUP])]
+    assert owner.resolved == [(OLD, False, {GROUP: 0})]
     assert FRESH in txns and owner.reported == []
 
 
@@ -68,7 +68,7 @@ def test_a_transaction_seen_ended_is_looked_for_at_once_and_reported_once_if_its
     leader.write(control_batch(0, 8, 0, COMMIT))
     check.due(FRESH)
     trio.run(check.round)
-    assert owner.resolved == [(FRESH, True, [GROUP])]
+    assert owner.resolved == [(FRESH, True, {GROUP: 0})]
 
 
 def test_without_a_start_nothing_is_read_and_an_ended_one_is_reported():

@@ -178,3 +178,38 @@ async def test_where_the_markers_start_is_kept_from_the_first_offsets_and_read_b
             nursery.cancel_scope.cancel()
     finally:
         await zk.stop()
+
+
+@pytest.mark.parametrize("first_committed", [True, False], ids=["committed-then-next", "aborted-then-next"])
+async def test_a_transactions_offsets_never_share_an_earlier_ones_outcome(zookeeper, first_committed):
+    """Transaction version 1: every transaction of a producer has the same key. The end of
+    T1 was recorded (its client answered, T2 begun) but not yet applied here when T2's
+    offsets come: `add` settles T1 first, T2's offsets pend alone, and the resolution decided
+    for T1's offsets (their zxid) leaves T2's alone when it runs late."""
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    ends: dict[int, bool] = {}  # zxid of the offsets -> the recorded end after them
+
+    async def ended(key, zxid):
+        return ends.get(zxid)
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            pending = PendingOffsets(zk, store.fence, store, Clock(), ended)
+            await pending.load()
+            await pending.add("g", TX, {("t", 0): (10, -1, None)})
+            t1 = pending.of_group("g")[TX].zxid
+            ends[t1] = first_committed  # recorded by a gateway instance; the owner has not acted yet
+            await pending.add("g", TX, {("t", 1): (20, -1, None)})  # T2's
+            t2 = pending.of_group("g")[TX]
+            assert t2.zxid != t1 and set(t2.offsets) == {("t", 1)}  # T1's settled, not merged
+            assert (store.durable.get("g", {}).get("t", {}).get(0, (None,))[0] == 10) == first_committed
+            assert await pending.resolve(TX, first_committed, {"g": t1}) == []  # T1's decision, late: nothing
+            assert pending.of_group("g")[TX].offsets == t2.offsets
+            assert await pending.resolve(TX, not first_committed, {"g": t2.zxid}) == ["g"]  # T2's own end
+            durable = {p: e[0] for p, e in store.durable.get("g", {}).get("t", {}).items()}
+            assert durable == {**({0: 10} if first_committed else {}), **({} if first_committed else {1: 20})}
+            assert pending.of_group("g") == {}
+            nursery.cancel_scope.cancel()
+    finally:
+        await zk.stop()
