@@ -83,6 +83,14 @@ class KafkaError(Exception):
     """A node that would not format, start or stop; the message names its log."""
 
 
+def new_cluster_id() -> str:
+    """A random cluster id as Kafka writes them (a UUID in URL-safe base64), never one that
+    starts with "-": kafka-storage would read that as an option (1 start in 64 failed so)."""
+    while (cluster_id := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))[0] == "-":
+        pass
+    return cluster_id
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -175,7 +183,7 @@ class KraftCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.heap_mb = heap_mb
         self.stop_timeout = stop_timeout
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = new_cluster_id()
         self.nodes = [Node(i, self.directory / f"node-{i}", host,
                            port if (port and i == 1) else free_port(), free_port())
                       for i in range(1, nodes + 1)]
