@@ -94,13 +94,11 @@ class OffsetApi(ApiPart):
             return answer(lambda topic, p: refused.get((topic, p), E.PRODUCER_FENCED))
         offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                    for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in refused}
-        marker_from = -1
         markers = self.coordinator.markers
-        if markers is not None and key not in route.pending.of_group(request.group_id):
-            # where the brokers will write this transaction's end for the group, should the
-            # gateway not see it (topics/markers.py): asked before the offsets are answered,
-            # so before the producer can end the transaction
-            marker_from = await markers.log_end(request.group_id)
+        # where the brokers will write this transaction's end for the group, should no gateway
+        # instance record it (topics/markers.py): asked for its first offsets, before they are
+        # answered, so before the producer can end the transaction
+        marker_from = partial(markers.log_end, request.group_id) if markers is not None else None
         try:
             await route.pending.add(request.group_id, key, offsets, marker_from, budget_payer(client))
         except STORE_FAILURES as exc:

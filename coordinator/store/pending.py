@@ -171,10 +171,11 @@ class PendingOffsets:
     # -- changes --------------------------------------------------------------------------
 
     async def add(self, group: str, key: TxnKey, offsets: Mapping[tuple[str, int], tuple[int, int, str | None]],
-                  marker_from: int = -1, client: str | None = None) -> None:
+                  marker_from: Callable[[], Awaitable[int]] | None = None, client: str | None = None) -> None:
         """Offsets of the transaction `key` for `group`, merged into what it has pending
-        (a later TxnOffsetCommit of the same transaction replaces a partition's; `marker_from`
-        counts for the first only); returns once ZooKeeper has confirmed them. Raises what
+        (a later TxnOffsetCommit of the same transaction replaces a partition's;
+        `marker_from()`, where its end will be written at the brokers, is asked for the first
+        only); returns once ZooKeeper has confirmed them. Raises what
         the store raises, and OverBudget when they would take ZooKeeper's data past the data
         budget (`client`'s: named in the refusal's log line)."""
         async with self._turns((group, key)):
@@ -188,8 +189,11 @@ class PendingOffsets:
                 if outcome is not None:
                     await self._settle(group, key, before, outcome)
                     before = None
+            if before is not None:
+                start = before.marker_from
+            else:
+                start = await marker_from() if marker_from is not None else -1
             now = self.wall_ms()
-            start = before.marker_from if before else marker_from
             txn = PendingTxn(key, before.since_ms if before else now, dict(before.offsets) if before else {},
                              marker_from=start, scan_from=before.scan_from if before else start)
             txn.offsets.update({tp: (o, e, md, now) for tp, (o, e, md) in offsets.items()})

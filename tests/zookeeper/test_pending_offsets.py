@@ -135,7 +135,8 @@ async def test_the_transactions_command_lists_and_describes_what_is_pending(zook
             store = await _owner(zk, 2, nursery)
             pending = PendingOffsets(zk, store.fence, store)
             await pending.load()
-            await pending.add("copier", TX, {("in", 0): (41, 2, None), ("in", 1): (17, 2, "m")}, marker_from=8)
+            await pending.add("copier", TX, {("in", 0): (41, 2, None), ("in", 1): (17, 2, "m")},
+                              marker_from=lambda: _const(8))
             nursery.cancel_scope.cancel()
 
         def run(*args: str):
@@ -165,8 +166,16 @@ async def test_where_the_markers_start_is_kept_from_the_first_offsets_and_read_b
             store = await _owner(zk, partition, nursery)
             pending = PendingOffsets(zk, store.fence, store, Clock())
             await pending.load()
-            await pending.add("g", TX, {("t", 0): (10, -1, None)}, marker_from=42)
-            await pending.add("g", TX, {("t", 1): (11, -1, None)}, marker_from=99)  # the same transaction: 42 stays
+            asked = []
+
+            def at(offset):
+                async def log_end():
+                    asked.append(offset)
+                    return offset
+                return log_end
+            await pending.add("g", TX, {("t", 0): (10, -1, None)}, marker_from=at(42))
+            await pending.add("g", TX, {("t", 1): (11, -1, None)}, marker_from=at(99))  # the same transaction: 42 stays
+            assert asked == [42]  # asked for the first offsets only
             await pending.add("h", TX, {("t", 0): (1, -1, None)})  # not known
             nursery.cancel_scope.cancel()
         async with trio.open_nursery() as nursery:
@@ -200,9 +209,10 @@ async def test_a_transactions_offsets_never_share_an_earlier_ones_outcome(zookee
             await pending.add("g", TX, {("t", 0): (10, -1, None)})
             t1 = pending.of_group("g")[TX].zxid
             ends[t1] = first_committed  # recorded by a gateway instance; the owner has not acted yet
-            await pending.add("g", TX, {("t", 1): (20, -1, None)})  # T2's
+            await pending.add("g", TX, {("t", 1): (20, -1, None)}, marker_from=lambda: _const(77))  # T2's
             t2 = pending.of_group("g")[TX]
             assert t2.zxid != t1 and set(t2.offsets) == {("t", 1)}  # T1's settled, not merged
+            assert t2.marker_from == 77  # T2's own start, asked once T1's were gone
             assert (store.durable.get("g", {}).get("t", {}).get(0, (None,))[0] == 10) == first_committed
             assert await pending.resolve(TX, first_committed, {"g": t1}) == []  # T1's decision, late: nothing
             assert pending.of_group("g")[TX].offsets == t2.offsets
@@ -213,3 +223,7 @@ async def test_a_transactions_offsets_never_share_an_earlier_ones_outcome(zookee
             nursery.cancel_scope.cancel()
     finally:
         await zk.stop()
+
+
+async def _const(value: int) -> int:
+    return value
