@@ -4,14 +4,14 @@ its own so that a test can kill groupkeeper instances under it and watch it go o
 
     python -m tests.support.eos_loop --bootstrap H:P,H:P (--group G | --group-file PATH) --input IN
         --output OUT --transactional-id T --stop-file PATH [--window-ms MS] [--hold-ms MS]
-        [--seconds S] [--debug CONTEXTS]
+        [--seconds S] [--retry-window S] [--debug CONTEXTS]
 
 A read_committed consumer of group G and a transactional producer copy each input record
 to OUT as "out-" + its value, record by record in the same partition, in transactions that
 also carry the consumer's positions (send_offsets_to_transaction). Errors are handled as
 librdkafka's documentation of its transactional API says: a retriable error has the call
 made again, one that requires an abort has the transaction aborted and the consumer sent
-back to its committed offsets, a fatal one, or a retriable one that lasts (RETRY_WINDOW), has
+back to its committed offsets, a fatal one, or a retriable one that lasts (`retry-window`), has
 the producer replaced (a new one of the same transactional id, whose InitProducerId has the
 transaction coordinator end whatever the old one left open) and the consumer sent back too.
 A rebalance aborts the open transaction first: the partitions' new positions come from the
@@ -106,8 +106,8 @@ class Loop:
         return {"debug": self.options.debug, "log_level": 7} if self.options.debug else {}
 
     def _retrying(self, call, where: str):
-        """`call()`, made again while it raises a retriable error (RETRY_WINDOW at most)."""
-        deadline = time.monotonic() + RETRY_WINDOW
+        """`call()`, made again while it raises a retriable error (`retry-window` s at most)."""
+        deadline = time.monotonic() + self.options.retry_window
         while True:
             try:
                 return call()
@@ -291,6 +291,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--window-ms", type=int, default=300)
     parser.add_argument("--hold-ms", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=300)
+    parser.add_argument("--retry-window", type=float, default=RETRY_WINDOW,
+                        help="seconds a failing call is retried before the producer is replaced")
     parser.add_argument("--stop-file", required=True, help="written with the input's count once it is complete")
     parser.add_argument("--debug", help="librdkafka's debug contexts (broker,metadata,eos,...)")
     return Loop(parser.parse_args(argv)).run()
