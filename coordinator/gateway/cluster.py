@@ -6,7 +6,8 @@ beside a cluster, the gateway relays from the brokers.
 | group and offset APIs | ours, on every port (`api.groups`, `api.offsets`); never relayed (but ListGroups v5+ on a broker's node port lists that broker's share groups, and DeleteGroups of a group we do not have deletes a share group at the brokers: `ShareGroupAdmin`) |
 | ApiVersions | ours: the brokers' ranges, ours for what we serve, within what we can rewrite |
 | SaslHandshake, SaslAuthenticate | ours (the client's login is to groupkeeper) |
-| FindCoordinator | a group (key type 0): ours; a transaction or share group: relayed, rewritten |
+| FindCoordinator | a group (key type 0): ours; a transaction (key type 1): this instance's own node, once the cluster names the broker that coordinates the transactional id; a share group: relayed, rewritten |
+| InitProducerId (of a transactional id), AddPartitionsToTxn (v0-3), AddOffsetsToTxn, EndTxn | relayed to the broker that coordinates the transactional id, whichever port they come to |
 | Metadata, DescribeCluster | relayed; the brokers rewritten to our node ports, our coordinator nodes added to Metadata |
 | share groups' heartbeat, describe and offsets (KIP-932) | relayed to the broker that coordinates the group (asked of the cluster, remembered) |
 | ShareFetch, ShareAcknowledge | relayed to the leader's node port; their node endpoints rewritten |
@@ -29,6 +30,7 @@ from protocol import ErrorCode, ProtocolError, UnsupportedVersion, decode_reques
 from protocol import messages as m
 from protocol.messages import class_for
 from protocol.framing import frame as framed
+from protocol.schemas import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, INIT_PRODUCER_ID)
 from protocol.schemas import (API_VERSIONS, DELETE_GROUPS, DESCRIBE_CLUSTER, DESCRIBE_SHARE_GROUP_OFFSETS, FETCH,
                               FIND_COORDINATOR, LIST_GROUPS, METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE,
                               SHARE_ACKNOWLEDGE, SHARE_FETCH, SHARE_GROUP_DESCRIBE, SHARE_GROUP_HEARTBEAT,
@@ -38,11 +40,13 @@ from protocol.schemas.share_groups import BY_GROUP
 
 from ..api.cluster import ClusterApi, within
 from ..api.versions import SUPPORTED, TRANSACTIONAL_OFFSETS
+from ..cluster.node_ids import node_id
+from ..security.acls.authorizer import Operation
 from ..serving.interfaces import CloseConnection, Route
 from ..serving.pending import Pending
 from ..topics.brokers import BrokerConnection
 from .authorize import AUTHORIZED, Authorization, Refused
-from .nodes import Gateway
+from .nodes import TRANSACTION, Gateway
 
 # Not relayed, not advertised: group state the brokers' coordinator would keep apart from
 # ours, the streams groups (88, 89). TxnOffsetCommit (28) is never relayed: ours
@@ -75,6 +79,8 @@ class GatewayClusterApi(ClusterApi):
             return self.find_coordinator_relayed, True, True
         if api_key in SHARE_BY_GROUP:  # with ACLs: super users only (checked there), not advertised
             return self.share_group_relayed, True, True
+        if api_key in TRANSACTION_ROUTED:
+            return self.transaction_relayed, True, True
         if self.authorization is None:
             return self.gateway.relay, True, True
         if api_key in AUTHORIZED:
@@ -109,11 +115,117 @@ class GatewayClusterApi(ClusterApi):
             if self.authorization is not None:
                 return self.authorized_relay(connection, frame)
             return self.gateway.relay(connection, frame)
+        if request.key_type == TRANSACTION:
+            return self.transaction_coordinator(connection, header, request)
         if request.key_type != 0:
             if self.authorization is not None:
                 return self.authorized_relay(connection, frame)
             return self.gateway.relay(connection, frame)
         return self.gateway.answer(encode_response(header, self.find_coordinator(header, request, connection.client)))
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def transaction_coordinator(self, connection, header, request) -> Pending:
+        """A transaction's coordinator, through the gateway, is the instance asked: its own
+        node (as a group's coordinator is an instance's), once the cluster has named the broker
+        that coordinates the transactional id (asked afresh, remembered for its requests:
+        `transaction_relayed`). Were it the broker's node at this instance's port, a client
+        whose instance died would be told the same node id at another port, which librdkafka
+        does not follow (it keeps its transaction coordinator's address while the node id
+        stays: the dead port, forever); another node id it does. With ACLs, Describe on the
+        TransactionalId, each key on its own."""
+        keys = [request.key] if header.api_version < 4 else list(request.coordinator_keys)
+        denied = set()
+        if self.authorization is not None:
+            denied = {key for key in keys
+                      if not self.authorization.transactional(connection.client, Operation.DESCRIBE, key)}
+        pending = Pending()
+        connection.host.start_soon(self._answer_transaction_coordinator, connection, header, keys, denied, pending)
+        return pending
+
+    async def _answer_transaction_coordinator(self, connection, header, keys: list[str], denied: set[str],
+                                              pending: Pending) -> None:
+        me = self.coordinator.membership.me
+        address = me.address(connection.client.listener.name)
+        found = {}
+        for key in keys:
+            if key in denied:
+                found[key] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif address is None:  # this instance has no such listener (being reconfigured)
+                found[key] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            else:
+                node = await self.gateway.find_transaction_coordinator(key)
+                found[key] = ErrorCode.NONE if node is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if connection.closed:
+            return
+        host, port = address if address is not None else ("", -1)
+
+        def entry(key: str, make):
+            code = found[key]
+            if code == ErrorCode.NONE:
+                return make(error_code=code, node_id=node_id(me), host=host, port=port)
+            return make(error_code=code, error_message=code.name, node_id=-1, host="", port=-1)
+        if header.api_version < 4:
+            answer = entry(keys[0], m.FindCoordinatorResponse)
+        else:
+            answer = m.FindCoordinatorResponse(coordinators=[
+                entry(key, lambda **fields: m.Coordinator(key=key, **fields)) for key in keys])
+        encoded = encode_response(header, answer)
+        pending.resolve(lambda: encoded)
+
+    def transaction_relayed(self, connection, frame: bytes):
+        """A transaction's request (InitProducerId naming a transactional id, AddPartitionsToTxn
+        before v4, AddOffsetsToTxn, EndTxn) to the broker that coordinates its transactional
+        id, whichever port it came to (the client sends them to the instance's node:
+        `transaction_coordinator`); authorized first with ACLs. Where the cluster names no
+        coordinator, answered COORDINATOR_NOT_AVAILABLE here (retriable); a broker that no
+        longer coordinates it answers NOT_COORDINATOR, and the client asks FindCoordinator,
+        which asks the cluster again."""
+        try:
+            header, request = decode_request(frame)
+        except UnsupportedVersion:
+            return self._relay_checked(connection, frame)
+        merge = None
+        if self.authorization is not None:
+            try:
+                verdict = self.authorization.authorize(connection.client, frame)
+            except Refused as exc:
+                if not self.authorization.super_user(connection.client):
+                    raise CloseConnection(str(exc)) from None
+            else:
+                if verdict.answer is not None:
+                    return self.gateway.answer(verdict.answer)
+                frame, merge = verdict.request, verdict.merge
+        transactional_id = _transactional_id(header.api_key, header.api_version, request)
+        if transactional_id is None:  # an idempotent producer's InitProducerId, a broker's batch
+            return self.gateway.relay(connection, frame, merge)
+        node = self.gateway.transaction_coordinator(transactional_id)
+        if node is not None:
+            return self.gateway.relay(connection, frame, merge, node=node)
+        pending = Pending()
+        connection.host.start_soon(self._find_transaction_then_relay, connection, header, request, transactional_id,
+                                   frame, merge, pending)
+        return pending
+
+    def _relay_checked(self, connection, frame: bytes):
+        if self.authorization is not None:
+            return self.authorized_relay(connection, frame)
+        return self.gateway.relay(connection, frame)
+
+    async def _find_transaction_then_relay(self, connection, header, request, transactional_id: str, frame: bytes,
+                                           merge, pending: Pending) -> None:
+        node = await self.gateway.find_transaction_coordinator(transactional_id)
+        if connection.closed:
+            return
+        if node is None:
+            answer = encode_response(header, _transaction_error(header.api_key, request,
+                                                                ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            pending.resolve(lambda: answer)
+            return
+        try:
+            self.gateway.relay(connection, frame, merge, node=node, pending=pending)
+        except CloseConnection as exc:
+            connection.close(str(exc))
 
     def share_group_relayed(self, connection, frame: bytes):
         """A share group's request, to the broker that coordinates the group (the first
@@ -307,3 +419,26 @@ def _share_error(api_key: int, request, error: ErrorCode):
             m.DescribeShareGroupOffsetsGroupResult(group_id=g.group_id, error_code=error, error_message=error.name)
             for g in request.groups])
     return class_for(APIS[api_key].response.struct)(error_code=error, error_message=error.name)
+
+
+# a transaction's requests: to the broker that coordinates their transactional id
+TRANSACTION_ROUTED = frozenset({INIT_PRODUCER_ID.key, ADD_PARTITIONS_TO_TXN.key, ADD_OFFSETS_TO_TXN.key, END_TXN.key})
+
+
+def _transactional_id(api_key: int, version: int, request) -> str | None:
+    if api_key == ADD_PARTITIONS_TO_TXN.key:
+        return request.v3_and_below_transactional_id if version < 4 else None  # v4+: brokers' batches
+    return request.transactional_id  # None: an idempotent producer's InitProducerId
+
+
+def _transaction_error(api_key: int, request, error: ErrorCode):
+    if api_key == INIT_PRODUCER_ID.key:
+        return m.InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
+    if api_key == ADD_PARTITIONS_TO_TXN.key:
+        return m.AddPartitionsToTxnResponse(results_by_topic_v3_and_below=[
+            m.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
+                m.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=error)
+                for p in t.partitions]) for t in request.v3_and_below_topics])
+    if api_key == ADD_OFFSETS_TO_TXN.key:
+        return m.AddOffsetsToTxnResponse(error_code=error)
+    return m.EndTxnResponse(error_code=error)

@@ -43,7 +43,8 @@ from .ports import PortScheme
 SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source knows
 MAX_TOPIC_NAMES = 100_000  # topic ids whose names are remembered (a lookup for the rest)
 SHARE_ROUTE_SECONDS = 60.0  # how long a share group's coordinator is taken as known (NOT_COORDINATOR forgets it)
-MAX_SHARE_ROUTES = 100_000  # share groups whose coordinators are remembered
+MAX_SHARE_ROUTES = 100_000  # share groups and transactional ids whose coordinators are remembered
+SHARE, TRANSACTION = 0, 1  # FindCoordinator's key types
 MAX_METADATA_REWRITES = 64  # brokers' Metadata answers whose rewrites are remembered (`_metadata_rewriter`)
 MAX_MALFORMED_LOGGED = 10_000  # (broker, API, kind) of malformed answers remembered as logged (past it: logged again)
 
@@ -78,7 +79,9 @@ class Gateway:
         self._index = {bound.name: i for i, (bound, _) in enumerate(listeners)}
         self._advertised = {bound.name: advertised for bound, advertised in listeners}
         self.log_ends: LogEnds | None = None  # where relayed Fetch answers' high watermarks go, if lag is measured
-        self._share_routes: dict[str, tuple[int, float]] = {}  # share group -> (its coordinator node, until when)
+        # (key type, key) -> (the broker that coordinates it, until when): share groups (key
+        # type 0) and transactional ids (1), asked of the cluster
+        self._share_routes: dict[tuple[int, str], tuple[int, float]] = {}
         self._share_lock = trio.Lock()
         self._share_lookup: BrokerConnection | None = None  # the gateway's own connection for finding them
         self._share_versions: dict[int, tuple[int, int]] = {}
@@ -180,9 +183,11 @@ class Gateway:
 
     # -- relaying ------------------------------------------------------------------------
 
-    def relay(self, connection, frame: bytes, merge: Callable[[bytes], bytes] | None = None) -> Pending | None:
-        """Pass `frame` to the connection's broker; its answer (rewritten if it names
-        brokers) completes the Pending returned; None for a Produce with acks=0, which has none.
+    def relay(self, connection, frame: bytes, merge: Callable[[bytes], bytes] | None = None,
+              node: int | None = None, pending: Pending | None = None) -> Pending | None:
+        """Pass `frame` to the connection's broker (or to broker `node`, on a link of the
+        connection's own to it); its answer (rewritten if it names brokers) completes the
+        Pending returned (`pending`, if given); None for a Produce with acks=0, which has none.
         `merge` (with ACLs: the authorization's errors, answers filtered) changes the answer
         (a frame without its size) before it is rewritten."""
         try:
@@ -193,11 +198,13 @@ class Gateway:
         link = connection.upstream
         if link is None or link.closed:
             link = connection.upstream = self._link(connection)
+        if node is not None:
+            link = self._routed_link(connection, link, node)
         metrics.gateway_relayed(api_key, link.node, len(frame))
         if no_answer:
             link.send(frame, None)
             return None
-        pending = Pending()
+        pending = Pending() if pending is None else pending
         listener = connection.client.listener.name
         rewriter = self._rewriter(api_key, api_version, listener, merge, link.address)
         if self.transactions is not None and api_key == END_TXN.key:  # answered once its end is recorded
@@ -374,42 +381,61 @@ class Gateway:
 
     def share_coordinator(self, group: str) -> int | None:
         """The broker node that coordinates share group `group`, if known lately."""
-        known = self._share_routes.get(group)
+        return self._route(SHARE, group)
+
+    def forget_share_coordinator(self, group: str) -> None:
+        self._share_routes.pop((SHARE, group), None)
+
+    async def find_share_coordinator(self, group: str) -> int | None:
+        """Ask the cluster (FindCoordinator, key type 0, as a share consumer would) which
+        broker coordinates `group`; None if no broker says (kept SHARE_ROUTE_SECONDS)."""
+        return await self._find(SHARE, group)
+
+    def transaction_coordinator(self, transactional_id: str) -> int | None:
+        """The broker node that coordinates `transactional_id`, as last asked of the cluster."""
+        return self._route(TRANSACTION, transactional_id)
+
+    async def find_transaction_coordinator(self, transactional_id: str) -> int | None:
+        """Ask the cluster (FindCoordinator, key type 1) which broker coordinates
+        `transactional_id`, afresh; None if no broker says. A client asks after its
+        coordinator failed it (NOT_COORDINATOR, a broken connection): never from memory."""
+        return await self._find(TRANSACTION, transactional_id, fresh=True)
+
+    def _route(self, key_type: int, key: str) -> int | None:
+        known = self._share_routes.get((key_type, key))
         if known is None or known[1] < trio.current_time():
             return None
         return known[0]
 
-    def forget_share_coordinator(self, group: str) -> None:
-        self._share_routes.pop(group, None)
-
-    async def find_share_coordinator(self, group: str) -> int | None:
-        """Ask the cluster (FindCoordinator, key type 0, as a share consumer would) which
-        broker coordinates `group`; None if no broker says. One question at a time, on one
-        connection of the gateway's own; answers kept SHARE_ROUTE_SECONDS."""
+    async def _find(self, key_type: int, key: str, fresh: bool = False) -> int | None:
+        """One question at a time, on one connection of the gateway's own; answers kept
+        SHARE_ROUTE_SECONDS."""
         async with self._share_lock:
-            if (node := self.share_coordinator(group)) is not None:
+            if not fresh and (node := self._route(key_type, key)) is not None:
                 return node
             for _ in range(2):  # a connection that went stale: once more on a new one
                 try:
                     with trio.fail_after(self.topics.timeout):
-                        node = await self._ask_coordinator(group)
+                        node = await self._ask_coordinator(key, key_type)
                 except Exception as exc:  # noqa: BLE001 - unreachable, refused, slow: the client is told to retry
                     if self._share_lookup is not None:
                         self._share_lookup.close()
                         self._share_lookup = None
-                    self.log.info("finding a share group's coordinator failed", group=group[:200],
+                    self.log.info("finding a coordinator at the brokers failed", key=key[:200], key_type=key_type,
                                   error=f"{type(exc).__name__}: {exc}")
                     continue
                 if node is None:
+                    self._share_routes.pop((key_type, key), None)
                     return None
                 if len(self._share_routes) >= MAX_SHARE_ROUTES:  # bounded: the oldest half goes
                     for old in list(self._share_routes)[:MAX_SHARE_ROUTES // 2]:
                         del self._share_routes[old]
-                self._share_routes[group] = (node, trio.current_time() + SHARE_ROUTE_SECONDS)
+                self._share_routes.pop((key_type, key), None)  # re-inserted: the oldest go first
+                self._share_routes[(key_type, key)] = (node, trio.current_time() + SHARE_ROUTE_SECONDS)
                 return node
             return None
 
-    async def _ask_coordinator(self, group: str) -> int | None:
+    async def _ask_coordinator(self, key: str, key_type: int) -> int | None:
         if self._share_lookup is None:
             addresses = [self.addresses[n] for n in sorted(self.open) if n in self.addresses] + self.topics.bootstrap
             if not addresses:
@@ -421,11 +447,12 @@ class Gateway:
         if version < max(low, 1):
             raise LookupError(f"the broker serves FindCoordinator v{low}-{high} only")
         if version >= 4:
-            answer = await self._share_lookup.call(FIND_COORDINATOR, version, {"key_type": 0,
-                                                                               "coordinator_keys": [group]})
+            answer = await self._share_lookup.call(FIND_COORDINATOR, version, {"key_type": key_type,
+                                                                               "coordinator_keys": [key]})
             found = answer.coordinators[0] if answer.coordinators else None
         else:
-            found = answer = await self._share_lookup.call(FIND_COORDINATOR, version, {"key": group, "key_type": 0})
+            found = answer = await self._share_lookup.call(FIND_COORDINATOR, version, {"key": key,
+                                                                                       "key_type": key_type})
         if found is None or found.error_code != ErrorCode.NONE or found.node_id < 0:
             return None
         return found.node_id
@@ -433,20 +460,24 @@ class Gateway:
     def send_routed(self, connection, node: int, frame: bytes, pending: Pending,
                     rewrite: Callable[[bytes], bytes] | None) -> None:
         """Relay `frame` to broker `node` on a link of `connection`'s own to it (kept by its
-        upstream link), its answer completing `pending`."""
+        upstream link), its answer completing `pending`, `rewrite` reading it on the way."""
         api_key, _, correlation_id = head(frame)
         up = connection.upstream
         if up is None or up.closed:
             up = connection.upstream = self._link(connection)
-        if up.node == node:
-            link = up
-        else:
-            link = next((x for x in up.extras if x.node == node and not x.closed), None)
-            if link is None:
-                link = self._link(connection, node)
-                up.extras = [x for x in up.extras if not x.closed] + [link]
+        link = self._routed_link(connection, up, node)
         metrics.gateway_relayed(api_key, node, len(frame))
         link.send(frame, (pending, correlation_id, rewrite, None))
+
+    def _routed_link(self, connection, up: BrokerLink, node: int) -> BrokerLink:
+        """`connection`'s link to broker `node`: its upstream link, or one of its extras."""
+        if up.node == node:
+            return up
+        link = next((x for x in up.extras if x.node == node and not x.closed), None)
+        if link is None:
+            link = self._link(connection, node)
+            up.extras = [x for x in up.extras if not x.closed] + [link]
+        return link
 
     # -- what links report ---------------------------------------------------------------
 

@@ -20,10 +20,13 @@ offsets, nothing stays pending, no end is left unknown, and the group is groupke
 each pending transaction was resolved (an end a gateway instance recorded, or its marker read
 from the brokers' __consumer_offsets), and what the client saw, is printed (-s).
 
-What librdkafka (2.16) does when the relay dies: its transaction coordinator keeps the dead
-instance's port (tests/support/eos_loop.py says why), so its EndTxn or AddOffsetsToTxn fails
-until the loop gives up and starts a new producer, whose InitProducerId has Kafka abort the
-open transaction; the pending offsets are then resolved from the ABORT marker.
+When the relay dies, the producer's transaction coordinator (the relay's own node, as
+FindCoordinator through the gateway answers: coordinator/gateway/cluster.py) fails it, and
+FindCoordinator through the survivor names the survivor's node, which librdkafka follows: the
+same producer goes on (a broker's node id at the survivor's port, as the gateway answered
+before, it did not follow, and had to be replaced). Its open transaction is aborted or
+committed as it ends through the survivor; a pending transaction whose end no instance saw is
+resolved from the brokers' marker.
 EOS_LOOP_DEBUG=broker,metadata,eos writes librdkafka's debug log to the loop's log file."""
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from coordinator.topics.markers import offsets_partition
 from tests.support import failover
 from tests.support.clients import committed, find_coordinator, held_by_groupkeeper, produce_values, read_committed
 from tests.support.coordinator_process import CoordinatorProcess
-from tests.support.kafka import broker_groups, create_topic, metadata, node_port, start_gateway
+from tests.support.kafka import broker_groups, create_topic, metadata, start_gateway
 
 pytestmark = pytest.mark.conformance  # `make conformance` (tests/conftest.py)
 
@@ -237,29 +240,6 @@ def owner(instances: list[CoordinatorProcess], group: str) -> CoordinatorProcess
     return next(i for i in instances if i.port in named)
 
 
-def tcp_peers(pid: int) -> set[int]:
-    """The remote ports of the process's established TCP connections on the loopback: its
-    sockets' inodes (the links in /proc/PID/fd) matched in the kernel's table of TCP sockets
-    (/proc/PID/net/tcp, whose third column is the remote address and port in hex, the fourth
-    the state, 01 ESTABLISHED, and the tenth the inode)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue  # closed meanwhile
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
-    ports = set()
-    for table in ("tcp", "tcp6"):
-        with open(f"/proc/{pid}/net/{table}") as rows:
-            for row in list(rows)[1:]:
-                fields = row.split()
-                if fields[3] == "01" and fields[9] in inodes:
-                    ports.add(int(fields[2].rsplit(":", 1)[1], 16))
-    return ports
-
-
 def transaction_coordinator(kafka, transactional_id: str) -> int:
     """The node that coordinates `transactional_id`'s transactions: the leader of its
     partition of __transaction_state (Kafka's abs(String.hashCode) % partitions, as for a
@@ -271,21 +251,18 @@ def transaction_coordinator(kafka, transactional_id: str) -> int:
 
 def relay(kafka, instances: list[CoordinatorProcess], loop: LoopProcess, transactional_id: str,
           timeout: float = 30.0) -> CoordinatorProcess:
-    """The instance through whose node port of the transaction coordinator the loop's
-    producer sends its transactional requests, found by the loop process's TCP connections
-    (`tcp_peers`): each instance relays broker node N on a port of its own (`node_port`), so
-    the instance whose port for the coordinator's node the process is connected to is the
-    relay. Asked when only the producer has started (its consumer waits for a group), so
-    that no consumer's fetch connection to the same node through the other instance can be
-    taken for it; and librdkafka keeps its transaction coordinator's address for as long as
-    the coordinator's node id stays the same (see tests/support/eos_loop.py), so the relay
-    found then is the relay for the producer's life."""
-    coordinator = transaction_coordinator(kafka, transactional_id)
+    """The instance that relays the loop's producer's transactional requests to the broker
+    that coordinates its transactional id: the one that relayed its InitProducerId there
+    (`groupkeeper_gateway_requests_total`, by API and node). Asked when only the producer has
+    started (its consumer waits for a group); the instance a producer asked FindCoordinator
+    is its transaction coordinator (that instance's own node) until it fails the producer."""
+    coordinator = str(transaction_coordinator(kafka, transactional_id))
     deadline = time.monotonic() + timeout
-    while len(connected := [i for i in instances if node_port(i, coordinator) in tcp_peers(loop.process.pid)]) != 1:
-        assert time.monotonic() < deadline, f"no single relay of node {coordinator}: {[i.port for i in connected]}"
+    while len(relays := [i for i in instances if (i.metric("groupkeeper_gateway_requests_total", api="InitProducerId",
+                                                                node=coordinator) or 0) > 0]) != 1:
+        assert time.monotonic() < deadline, f"no single relay of node {coordinator}: {[i.port for i in relays]}"
         time.sleep(0.1)
-    return connected[0]
+    return relays[0]
 
 
 def kill_with_offsets_pending(victim: CoordinatorProcess, group: str, timeout: float = 30.0) -> tuple[list[dict], int]:
@@ -507,6 +484,11 @@ def test_the_instance_relaying_the_producer_killed_then_restarted(zookeeper, tmp
         left, after_ms = kill_with_offsets_pending(victim, group)
         killed, killed_at = time.monotonic(), time.time()
         loop.wait_for(lambda: loop.commits(since=killed) >= 3, "three commits after the kill", timeout=60)
+        # the same producer went on: FindCoordinator through the survivor named another node
+        # (the survivor's own), which librdkafka follows (a broker's node id at another port
+        # it does not: it would have been replaced after --retry-window)
+        assert max(line.get("recreated", 0) for _, line in loop.lines) == 0, \
+            [line for _, line in loop.lines if "why" in line]
         # started again on its ports: it takes its share of the group-partitions back from
         # the survivor, under the running loop (an orderly handover, transactions open)
         victim.start()

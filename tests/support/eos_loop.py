@@ -47,13 +47,11 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 TIMEOUT = 5.0  # seconds a transactional call may take; librdkafka retries within it by itself
-# seconds a call is made again while it fails retriably, before the producer is replaced. A
-# group coordinator's failover takes groupkeeper's detection (a few seconds here); but a
-# librdkafka producer whose transaction coordinator was reached through a gateway instance
-# that died never reaches it again: its TxnCoordinator keeps the address it was given while
-# the coordinator's node id stays the same, and every instance names the same node ids (seen
-# with librdkafka 2.16: EndTxn's _TRANSPORT against the dead port for minutes, while
-# FindCoordinator through the survivor named the new one). A new producer starts afresh.
+# seconds a call is made again while it fails retriably, before the producer is replaced, as
+# an application gives up on a call that does not succeed. A group coordinator's failover
+# takes groupkeeper's detection (a few seconds here), a transaction coordinator's less (the
+# instance asked is the coordinator: another instance names its own node, which librdkafka
+# follows); the relay test checks that no producer is replaced when its instance dies.
 RETRY_WINDOW = 12.0
 
 
