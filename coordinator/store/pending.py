@@ -32,6 +32,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+import trio
+
 
 from .. import logs
 from . import layout
@@ -200,23 +202,30 @@ class PendingOffsets:
             path, data = self._path(group, key), encode(txn)
             ledger = self.store.ledger  # what ZooKeeper holds, against the data budget (store/budget.py)
             ledger.check_pending(group, node_name(group, key), len(data), client)
-            txn_op = self.fence.transaction(self.zk)
-            if before is None:
-                txn_op.create(path, data)
-            else:
-                txn_op.set_data(path, data)
-            try:
-                await fenced_commit(self.zk, self.fence, txn_op)
-            except StoreError:
-                if before is not None or await self.zk.exists(path) is None:
-                    raise
-                txn_op = self.fence.transaction(self.zk)  # an earlier try whose answer was lost created it
-                txn_op.set_data(path, data)
-                await fenced_commit(self.zk, self.fence, txn_op)
-            ledger.pending_written(group, node_name(group, key), len(data))
-            stat = await self.zk.exists(path)  # this session reads its own write: its zxid
-            txn.zxid = stat.mzxid if stat is not None else 0
-            self.by_group.setdefault(group, {})[key] = txn
+            # the write and what this owner knows of it, together: a client gone meanwhile
+            # (its connection's tasks are cancelled) must not leave a znode the owner never
+            # heard of, which nothing here would resolve or report
+            with trio.CancelScope(shield=True):
+                await self._write(path, data, before is not None)
+                ledger.pending_written(group, node_name(group, key), len(data))
+                stat = await self.zk.exists(path)  # this session reads its own write: its zxid
+                txn.zxid = stat.mzxid if stat is not None else 0
+                self.by_group.setdefault(group, {})[key] = txn
+
+    async def _write(self, path: str, data: bytes, exists: bool) -> None:
+        txn_op = self.fence.transaction(self.zk)
+        if not exists:
+            txn_op.create(path, data)
+        else:
+            txn_op.set_data(path, data)
+        try:
+            await fenced_commit(self.zk, self.fence, txn_op)
+        except StoreError:
+            if exists or await self.zk.exists(path) is None:
+                raise
+            txn_op = self.fence.transaction(self.zk)  # an earlier try whose answer was lost created it
+            txn_op.set_data(path, data)
+            await fenced_commit(self.zk, self.fence, txn_op)
 
     async def resolve(self, key: TxnKey, committed: bool, groups: Mapping[str, int] | None = None) -> list[str]:
         """The transaction `key` ended: on commit its offsets become the committed ones

@@ -11,7 +11,9 @@ at groupkeeper, its EndTxn not sent yet:
 - the instance that relays the producer's transactional requests to the transaction
   coordinator (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn), the group
   owned by the other; then started again, taking its share of the group-partitions back
-  under the running loop.
+  under the running loop;
+- the loop itself (its producer) SIGKILLed with its offsets pending, and started again with
+  the same transactional id and group.
 
 The loop's group is chosen once the instance relaying its producer is known (`run_loop`),
 so that each kill is the one meant. Each time the output topic, read with read_committed,
@@ -265,8 +267,10 @@ def relay(kafka, instances: list[CoordinatorProcess], loop: LoopProcess, transac
     return relays[0]
 
 
-def kill_with_offsets_pending(victim: CoordinatorProcess, group: str, timeout: float = 30.0) -> tuple[list[dict], int]:
-    """SIGKILLs `victim` the moment `group`'s next transaction has its offsets pending: the
+def kill_with_offsets_pending(victim: CoordinatorProcess, group: str, timeout: float = 30.0,
+                              process: subprocess.Popen | None = None) -> tuple[list[dict], int]:
+    """SIGKILLs `victim` (or `process`, the loop, with `victim` a live instance to ask)
+    the moment `group`'s next transaction has its offsets pending: the
     loop holds a transaction open for `hold-ms` after its offsets were written (its EndTxn not
     sent yet), and the kill comes from a ZooKeeper watch on the group-partition's folder of
     pending transactions (store/pending.py; only this group's transactions are written
@@ -282,8 +286,10 @@ def kill_with_offsets_pending(victim: CoordinatorProcess, group: str, timeout: f
         folder = layout.pending_path(partition_for(group, partitions))
         changed, killed = threading.Event(), threading.Event()
 
+        target = process if process is not None else victim.process
+
         def kill(_) -> None:
-            os.kill(victim.process.pid, 9)  # SIGKILL
+            os.kill(target.pid, 9)  # SIGKILL
             killed.set()
 
         deadline = time.monotonic() + timeout
@@ -293,7 +299,7 @@ def kill_with_offsets_pending(victim: CoordinatorProcess, group: str, timeout: f
         client.get_children(folder, watch=kill)  # empty: the next write is the next transaction's
         assert killed.wait(max(0.0, deadline - time.monotonic())), f"{group} never had offsets pending"
         killed_ms = time.time() * 1000
-        victim.signal(9)  # reaped
+        target.wait()  # reaped
         names = client.get_children(folder)
         written = client.exists(f"{folder}/{names[0]}") if names else None
     finally:
@@ -514,5 +520,41 @@ def test_the_instance_relaying_the_producer_killed_then_restarted(zookeeper, tmp
             feeder.stop()
         if loop is not None:
             loop.kill()
+        for instance in instances:
+            instance.stop()
+
+
+def test_the_producer_killed_mid_transaction_and_started_again(zookeeper, tmp_path, kafka):
+    """confluent-kafka's loop SIGKILLed the moment its transaction's offsets are pending (its
+    EndTxn not sent), and started again with the same transactional id and group: its
+    InitProducerId has Kafka abort the open transaction (the epoch bumped), which groupkeeper
+    reads from the brokers' marker; the new loop copies the rest, the killed batch again."""
+    instances = start_instances(zookeeper, tmp_path, kafka)
+    loop = again = feeder = None
+    try:
+        loop, feeder, before, (source, sink, group, transactional_id), _, holder = run_loop(
+            kafka, tmp_path, instances, "txf-producer", owner_relays=False)
+        loop.wait_for(lambda: loop.commits() >= 3, "three commits", timeout=90)
+        left, after_ms = kill_with_offsets_pending(holder, group, process=loop.process)
+        killed, killed_at = time.monotonic(), time.time()
+        assert left, "the loop died with nothing pending"
+        again = LoopProcess(tmp_path, ",".join(i.bootstrap for i in instances), source, sink, transactional_id)
+        again.wait_for(lambda: again.commits() >= 3, "three commits after the restart", timeout=90)
+        values = before + feeder.finish()
+        done = again.finish(len(values), timeout=120)
+        found = resolutions(instances, transactional_id)
+        at_kill = resolved_after(found, left, killed_at)
+        report("the producer", again, killed, left, after_ms, done, found, at_kill)
+        check_exactly_once(kafka, instances, source, sink, group, transactional_id, values)
+        # the transaction the dead producer left open: aborted (by its successor's InitProducerId),
+        # as read from the brokers' marker, no gateway having seen its end
+        assert [(r.way, r.outcome) for r in at_kill] == [("marker", "aborted")]
+        assert not [r for r in found if r.way == "unresolved"]
+    finally:
+        if feeder is not None:
+            feeder.stop()
+        for process in (loop, again):
+            if process is not None:
+                process.kill()
         for instance in instances:
             instance.stop()

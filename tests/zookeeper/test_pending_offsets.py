@@ -227,3 +227,34 @@ async def test_a_transactions_offsets_never_share_an_earlier_ones_outcome(zookee
 
 async def _const(value: int) -> int:
     return value
+
+
+async def test_offsets_written_are_known_even_when_their_client_is_gone_mid_write(zookeeper):
+    """A TxnOffsetCommit's task is cancelled when its client's connection closes (a producer
+    killed): cancelled between the znode's write and the owner's record of it, the owner must
+    still know them (else nothing here resolves or reports a znode that is there)."""
+    partition = next(_partitions)
+    zk = await _bridge(zookeeper.connect_string)
+    try:
+        async with trio.open_nursery() as nursery:
+            store = await _owner(zk, partition, nursery)
+            pending = PendingOffsets(zk, store.fence, store, Clock())
+            await pending.load()
+            written = trio.Event()
+            real_exists = zk.exists
+
+            async def exists_after_the_write(path, watch=None):  # the zxid's read, after the create
+                written.set()
+                await trio.sleep(0.2)
+                return await real_exists(path, watch)
+            zk.exists = exists_after_the_write
+            async with trio.open_nursery() as client:
+                client.start_soon(pending.add, "g", TX, {("t", 0): (10, -1, None)})
+                await written.wait()
+                client.cancel_scope.cancel()  # the client's connection closed
+            zk.exists = real_exists
+            assert set(pending.of_group("g")) == {TX} and pending.of_group("g")[TX].zxid > 0
+            assert store.ledger.pending  # counted in the data budget too
+            nursery.cancel_scope.cancel()
+    finally:
+        await zk.stop()
