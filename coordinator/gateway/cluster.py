@@ -112,15 +112,11 @@ class GatewayClusterApi(ClusterApi):
         try:
             header, request = decode_request(frame)
         except UnsupportedVersion:
-            if self.authorization is not None:
-                return self.authorized_relay(connection, frame)
-            return self.gateway.relay(connection, frame)
+            return self._relay_checked(connection, frame)
         if request.key_type == TRANSACTION:
             return self.transaction_coordinator(connection, header, request)
         if request.key_type != 0:
-            if self.authorization is not None:
-                return self.authorized_relay(connection, frame)
-            return self.gateway.relay(connection, frame)
+            return self._relay_checked(connection, frame)
         return self.gateway.answer(encode_response(header, self.find_coordinator(header, request, connection.client)))
 
     # -- transactions ------------------------------------------------------------------------
@@ -208,6 +204,7 @@ class GatewayClusterApi(ClusterApi):
         return pending
 
     def _relay_checked(self, connection, frame: bytes):
+        """`frame` relayed to the connection's broker, authorized first with ACLs."""
         if self.authorization is not None:
             return self.authorized_relay(connection, frame)
         return self.gateway.relay(connection, frame)
