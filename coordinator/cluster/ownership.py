@@ -420,7 +420,7 @@ class Coordinator:
                             verdicts.setdefault((key, verdict), {})[group] = txn.zxid
             for (key, verdict), groups in verdicts.items():
                 if verdict in ("committed", "aborted"):
-                    self._nursery.start_soon(self._resolve, owned, key, verdict == "committed", groups)
+                    self._nursery.start_soon(self.resolve_pending, owned, key, verdict == "committed", groups)
                 elif self.pending_check is not None:  # its end is read from the brokers
                     self.pending_check.due(key)
                 else:
@@ -468,9 +468,6 @@ class Coordinator:
     async def resolve_pending(self, owned: Owned, key: TxnKey, committed: bool, groups: dict[str, int]) -> None:
         """The transaction `key` ended so: its offsets pending in `groups` of `owned` (each with
         the zxid of the offsets its end was found for) resolved."""
-        await self._resolve(owned, key, committed, groups)
-
-    async def _resolve(self, owned: Owned, key: TxnKey, committed: bool, groups: dict[str, int]) -> None:
         try:
             groups = await owned.pending.resolve(key, committed, groups)
         except (KazooException, StoreUnavailable, StoreError, NotOwner) as exc:
