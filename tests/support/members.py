@@ -54,17 +54,18 @@ class Member(MemberProcess):
 
     def __init__(self, client: Client, bootstrap: str, group: str, directory: Path, topics: tuple[str, ...] = (),
                  pattern: str = "", records: int | None = None, seconds: float = 120.0, commit: bool = True,
-                 instance_id: str = "", session_timeout_ms: int = 10_000, strategy: str = ""):
+                 instance_id: str = "", session_timeout_ms: int = 10_000, strategy: str = "",
+                 auto_commit_ms: int = 0):
         self.client = client
         self.stop_file = directory / f"stop-{group}-{instance_id or id(self)}"
         self.stop_file.unlink(missing_ok=True)
         command = self._command(bootstrap, group, topics, pattern, records, seconds, commit, instance_id,
-                                session_timeout_ms, strategy)
+                                session_timeout_ms, strategy, auto_commit_ms)
         super().__init__(client.name, command,
                          directory / f"member-{client.program}-{group}-{instance_id or id(self)}.log", self.stop_file)
 
     def _command(self, bootstrap, group, topics, pattern, records, seconds, commit, instance_id, session_ms,
-                 strategy) -> list[str]:
+                 strategy, auto_commit_ms) -> list[str]:
         program = self.client.program
         if program == "java":
             args = ["--pattern", pattern] if pattern else ["--topics", ",".join(topics)]
@@ -74,6 +75,8 @@ class Member(MemberProcess):
             props = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": self.client.protocol}
             if instance_id:
                 props["group.instance.id"] = instance_id
+            if auto_commit_ms:
+                props.update({"enable.auto.commit": "true", "auto.commit.interval.ms": auto_commit_ms})
             if self.client.protocol == "classic":
                 props.update({"session.timeout.ms": session_ms, "heartbeat.interval.ms": min(1000, session_ms // 3)})
                 if strategy:
@@ -84,6 +87,8 @@ class Member(MemberProcess):
                     }[strategy]
             return java.java_command("GroupConsumer", *args, *(f"{k}={v}" for k, v in props.items()))
         if program in ("franz-go", "sarama"):
+            if auto_commit_ms:
+                raise ValueError("the Go members commit only as they stop (no auto_commit_ms)")
             return goclients.go_command(bootstrap, group, topics, records, {"franz-go": "franz"}.get(program, program),
                                         self.client.protocol, seconds=seconds, stop_file=self.stop_file,
                                         commit=commit, instance_id=instance_id, strategy=strategy,
@@ -96,6 +101,7 @@ class Member(MemberProcess):
         args += ["--commit"] if commit else []
         args += ["--instance-id", instance_id] if instance_id else []
         args += ["--strategy", strategy] if strategy else []
+        args += ["--auto-commit-ms", str(auto_commit_ms)] if auto_commit_ms else []
         return [sys.executable, "-m", "tests.support.pymember", *args]
 
 
