@@ -274,6 +274,7 @@ class GatewayCollector:
         self.requests: Tally[tuple[int, str]] = Tally()  # (api key, node) -> requests relayed
         self.sent: Tally[str] = Tally()  # node -> request bytes relayed to it
         self.received: Tally[str] = Tally()  # node -> answer bytes received from it
+        self.spliced: Tally[str] = Tally()  # node -> of those, bytes moved to clients by the kernel (splice)
 
     def relayed(self, api_key: int, node: int | None, size: int) -> None:
         label = "any" if node is None else str(node)
@@ -282,6 +283,11 @@ class GatewayCollector:
 
     def answered(self, node: int | None, size: int) -> None:
         self.received["any" if node is None else str(node)] += size
+
+    def piped(self, node: int | None, size: int) -> None:
+        label = "any" if node is None else str(node)
+        self.received[label] += size
+        self.spliced[label] += size
 
     def collect(self):
         requests = CounterMetricFamily("groupkeeper_gateway_requests",
@@ -296,7 +302,13 @@ class GatewayCollector:
         for direction, tally in (("to_broker", self.sent), ("from_broker", self.received)):
             for node, count in sorted(tally.items()):
                 moved.add_metric([direction, node], count)
-        return [requests, moved]
+        spliced = CounterMetricFamily("groupkeeper_gateway_spliced_bytes",
+                                      "Of the bytes from brokers, those moved to clients by the kernel (splice: "
+                                      "record sets of Fetch answers, never copied through the gateway), by node.",
+                                      labels=["node"])
+        for node, count in sorted(self.spliced.items()):
+            spliced.add_metric([node], count)
+        return [requests, moved, spliced]
 
     def describe(self):
         return []
@@ -306,6 +318,7 @@ GATEWAY_STATS = GatewayCollector()
 REGISTRY.register(GATEWAY_STATS)
 gateway_relayed = GATEWAY_STATS.relayed
 gateway_received = GATEWAY_STATS.answered
+gateway_spliced = GATEWAY_STATS.piped  # counted as received too
 
 
 def _error_finder(struct: Struct) -> Callable[[Any], int] | None:

@@ -111,7 +111,8 @@ class FetchWalk:
     parts are fed in order (size prefix included).
 
     `feed(part)` returns how many leading bytes of `part` may go on now; the rest is held
-    (v16+: the top-level tagged fields). When the answer's last byte has been fed, `done` is
+    (v16+: the top-level tagged fields). Where it is skipping (`skipping` bytes of records
+    ahead), a relay may move those bytes itself and say so with `skipped(n)`. When the answer's last byte has been fed, `done` is
     true and `tail()` returns the held bytes as `fix` makes them (given the tagged-field
     section, it must return bytes of the same length; by default, as they came).
     Raises `DecodeError` for an answer that does not end where its size says."""
@@ -195,6 +196,24 @@ class FetchWalk:
         if not self._left:
             self._end()
         return pos
+
+    @property
+    def skipping(self) -> int:
+        """Bytes from here that the walk skips without looking at them (a record set's
+        rest): a relay may pass them on around the walk (`skipped`)."""
+        return self._skip
+
+    def skipped(self, n: int) -> None:
+        """`n` bytes (at most `skipping`) passed on without being fed: the walk goes on
+        after them. Raises `DecodeError` as `feed` does."""
+        if not 0 < n <= self._skip:
+            raise ValueError(f"{n} bytes skipped where {self._skip} are to be")
+        self._left -= n
+        self._skip -= n
+        if not self._skip:
+            self._next(None)
+        if not self._left:
+            self._end()
 
     def _end(self) -> None:
         self.done = True

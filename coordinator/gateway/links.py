@@ -17,6 +17,11 @@ with nothing asked of it (no request waiting, nothing unsent, its extras likewis
 client's connection is groupkeeper's (its bootstrap, its group coordinator), not the
 broker's, so it stays open and its next relayed request goes to another broker.
 
+Record sets are spliced: where an answer streaming past has enough record bytes ahead that
+nothing reads (the Fetch walk skips them), the link moves them from the broker's socket to
+its client's by the kernel, through a pipe of its own (`serving.splice`), between plain
+sockets; the client's `Outbox` keeps their place among its other bytes.
+
 Secured (`gateway_security_protocol`, `BrokerSecurity`): once connected, the link does TLS
 (`TLSSocket`'s client side, driven by the poll loop) and SASL (`security.upstream.Login`:
 SaslHandshake, then SaslAuthenticate with PLAIN or SCRAM) with the gateway's own
@@ -49,12 +54,17 @@ from .. import logs, metrics
 from ..security.tls import TLSSocket
 from ..security.upstream import Login, LoginFailed, UpstreamSecurity
 from ..serving.outbox import Outbox
+from ..serving.splice import Pipe
 
 if TYPE_CHECKING:
     from ..serving.connection import ClientConnection
     from ..serving.pending import Pending
 
 READ_SIZE = 256 * 1024  # bytes asked of the kernel per read: answers to fetches are large
+# once a link splices (its answers' record sets moved by the kernel), reads are smaller, so
+# that what follows a partition's head stays in the kernel to be spliced, not copied
+SPLICING_READ_SIZE = 32 * 1024
+SPLICE_MIN = 16 * 1024  # record bytes ahead worth a splice rather than a read
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">ii")  # an answer's size and correlation id
 # what a request waits for: its Pending, its correlation id, what rewrites its answer whole,
@@ -74,6 +84,8 @@ class Reports(Protocol):
     def reachable(self, link: BrokerLink) -> None: ...
 
     def received(self, link: BrokerLink, size: int) -> None: ...
+
+    def spliced(self, link: BrokerLink, size: int) -> None: ...  # received, and moved by the kernel
 
     def malformed(self, broker: tuple[str, int], api_key: int, kind: str, error: str = "") -> None: ...
 
@@ -119,8 +131,8 @@ _PLAINTEXT = BrokerSecurity()
 
 class BrokerLink:
     __slots__ = ("address", "closed", "connection", "extras", "fd", "gateway", "gathering", "head", "heard", "log",
-                 "login", "mask", "node", "out", "paused", "queued", "reader", "security", "sock", "stage", "streaming",
-                 "timer", "waiting")
+                 "login", "mask", "node", "out", "paused", "pipe", "queued", "reader", "security", "sock", "splicing",
+                 "stage", "streaming", "timer", "waiting")
 
     def __init__(self, gateway: Reports, connection: ClientConnection, node: int | None,
                  address: tuple[str, int], sockaddr: tuple, family: int, security: BrokerSecurity = _PLAINTEXT):
@@ -141,7 +153,9 @@ class BrokerLink:
         self.login: Login | None = None  # the SASL exchange, while in it
         self.timer: trio.CancelScope | None = None  # the deadline for TLS and SASL, while they run
         self.closed = False
-        self.paused = False  # not read: its client has too many answers not taken
+        self.paused = False  # not read: its client has too many answers not taken (or its pipe is full)
+        self.pipe: Pipe | None = None  # where it splices record sets, once it has (plain sockets only)
+        self.splicing = 0  # bytes of the answer streaming now that are to be spliced, not read
         # the client connection's links to other brokers, kept by this one (its upstream) and
         # closed with it: where its share groups' requests are routed, by group
         self.extras: list[BrokerLink] = []
@@ -210,8 +224,10 @@ class BrokerLink:
     def readable(self) -> None:
         if self.stage == TLS:
             return self._handshake()
+        if self.splicing:
+            return self._splice()
         try:
-            data = self.sock.recv(READ_SIZE)
+            data = self.sock.recv(READ_SIZE if self.pipe is None else SPLICING_READ_SIZE)
         except BlockingIOError:
             return
         except ssl.SSLError as exc:  # an alert: a broker that refuses our certificate says so here (TLS 1.3)
@@ -235,9 +251,13 @@ class BrokerLink:
             self._answers(data)
         except ProtocolError as exc:
             return self.close(f"bad frame from the broker: {exc}")
-        if not self.closed and self.connection.bytes > self.connection.host.limits.max_queued_reply_bytes:
+        if self.closed:
+            return
+        if self.connection.bytes > self.connection.host.limits.max_queued_reply_bytes:
             self.paused = True
             self._watch()
+        elif self.streaming is not None:
+            self._may_splice()
 
     def _answers(self, data: bytes) -> None:
         """The broker's answers in `data`, each to the oldest request waiting (its correlation
@@ -339,6 +359,66 @@ class BrokerLink:
                 self.connection.pass_on(pending.place, tail, True)
         elif go:
             self.connection.pass_on(pending.place, part if go == len(part) else part[:go], False)
+
+    def _may_splice(self) -> None:
+        """Splice what is ahead of the answer streaming now if it is records the walk skips
+        (or an answer passed on unwalked), enough of them, and both sockets are plain."""
+        pending, left, walk = self.streaming
+        size = left if walk is None else min(walk.skipping, left)
+        if size < SPLICE_MIN:
+            return
+        if self.pipe is None:
+            if type(self.sock) is not socket.socket or type(self.connection.sock) is not socket.socket:
+                return  # TLS: its bytes pass through OpenSSL
+            self.pipe = Pipe.open()
+            if self.pipe is None:  # none left (splice.MAX_PIPES) or no descriptors: copied
+                return
+        self.splicing = size
+        self._splice()
+
+    def _splice(self) -> None:
+        """Move the next `splicing` bytes from the broker to the client's line through the
+        pipe, as they come, as far as the pipe and the client's limit allow (`drained`
+        reads on once its client has taken what was spliced)."""
+        pipe, connection = self.pipe, self.connection
+        limit = connection.host.limits.max_queued_reply_bytes
+        while self.splicing:
+            if not pipe.room:
+                self.paused = True
+                return self._watch()
+            try:
+                piped = pipe.fill(self.fd, self.splicing)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                return self._ended(f"broker went away: {exc.strerror or exc}")
+            n = piped.size
+            if not n:
+                return self._ended("closed by the broker")
+            self.gateway.spliced(self, n)
+            self.splicing -= n
+            pending, left, walk = self.streaming
+            left -= n
+            self.streaming = (pending, left, walk) if left else None
+            tail = b""
+            if walk is not None:
+                try:
+                    walk.skipped(n)
+                except DecodeError as exc:  # where the records end, the answer does not follow
+                    if walk.fixes:  # it may name brokers: not passed on unread (the pipe goes too)
+                        return self.close(f"bad frame from the broker: {exc}")
+                    self.gateway.malformed(self.address, FETCH.key, "relayed", str(exc))
+                    self.streaming = (pending, left, None) if left else None
+                else:
+                    tail = walk.tail() if walk.done else b""
+            connection.pass_on(pending.place, piped, not left and not tail)
+            if tail:
+                connection.pass_on(pending.place, tail, True)
+            if self.closed or connection.closed:
+                return
+            if connection.bytes > limit:
+                self.paused = True
+                return self._watch()
 
     def drained(self) -> None:
         """Its client took its answers: read the broker again (and the others it keeps)."""
@@ -458,6 +538,7 @@ class BrokerLink:
         if self.closed:
             return
         self.closed = True
+        self.splicing = 0
         if self.timer is not None:
             self.timer.cancel()
         self.connection.host.detach(self)
@@ -471,6 +552,11 @@ class BrokerLink:
         self.extras = []
         if client:
             self.connection.close(f"broker link: {reason}")
+        if self.pipe is not None:  # what it holds is its client's, unless that has gone
+            if self.connection.closed:
+                self.pipe.close()
+            else:
+                self.pipe.release()
 
 
 class _Answer:

@@ -495,6 +495,9 @@ class Gateway:
     def received(self, link: BrokerLink, size: int) -> None:
         metrics.gateway_received(link.node, size)
 
+    def spliced(self, link: BrokerLink, size: int) -> None:
+        metrics.gateway_spliced(link.node, size)
+
     def closed(self, link: BrokerLink, reason: str) -> None:
         self._links[link.address] -= 1
         if not self._links[link.address]:

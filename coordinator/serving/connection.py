@@ -37,6 +37,7 @@ from .. import metrics
 from .interfaces import CloseConnection
 from .outbox import Outbox
 from .pending import Answer, Deferred, Pending
+from .splice import Piped
 
 if TYPE_CHECKING:
     from ..security.client import Client
@@ -272,7 +273,8 @@ class ClientConnection:
 
     def pass_on(self, place: _Reply, part, last: bool) -> None:
         """Send `part` of the relayed answer at `place`, the head of the line (`at_head`), as
-        it arrives from the broker: a large Fetch answer is not held whole first. `last`: its
+        it arrives from the broker: a large Fetch answer is not held whole first (`part` may
+        be bytes, or a `Piped`: bytes the broker link spliced into its pipe). `last`: its
         end, after which the answers behind it go on. (Its Pending is then never resolved.)"""
         if self.closed:
             return
@@ -410,6 +412,18 @@ class ClientConnection:
         kernel does not take waits for it."""
         if self.out:
             self.out.add(data)
+            return
+        if type(data) is Piped:  # relayed bytes in a pipe (the broker link's): spliced
+            self.out.add(data)
+            try:
+                sent = self.out.send(self.sock)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                return self.close("peer went away")
+            self.bytes -= sent
+            if self.out:
+                self._watch()
             return
         try:
             sent = self.sock.send(data)

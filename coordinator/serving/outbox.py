@@ -5,6 +5,9 @@ grows (the gateway's profile: 38 % of a relayed Produce's time on one `+=`). Her
 joined or copied: buffers wait in order, a partly sent one as a view of its rest, and a
 plain socket takes several at once (`sendmsg`). A TLS socket takes one at a time, since its
 write contract holds what the kernel has not taken itself.
+
+An entry may also be a `splice.Piped`: bytes of a relayed answer waiting in a pipe (moved
+there from the broker's socket by the kernel), spliced to the socket in their turn.
 """
 
 from __future__ import annotations
@@ -13,15 +16,18 @@ import socket
 from collections import deque
 from itertools import islice
 
+from .splice import Piped
+
 BATCH = 64  # buffers handed to one sendmsg (IOV_MAX is 1024)
 
 
 class Outbox:
-    __slots__ = ("_buffers", "size")
+    __slots__ = ("_buffers", "piped", "size")
 
     def __init__(self):
         self._buffers: deque = deque()
         self.size = 0  # bytes waiting
+        self.piped = 0  # of its entries, those waiting in a pipe (`Piped`)
 
     def __bool__(self) -> bool:
         return self.size > 0
@@ -31,22 +37,32 @@ class Outbox:
         if data:
             self._buffers.append(data)
             self.size += len(data)
+            if type(data) is Piped:
+                self.piped += 1
 
     def take(self, other: Outbox) -> None:
         """Queue everything `other` holds after the rest, and empty it."""
         self._buffers.extend(other._buffers)
         self.size += other.size
+        self.piped += other.piped
         other._buffers.clear()
-        other.size = 0
+        other.size = other.piped = 0
 
     def clear(self) -> None:
-        """Drop everything waiting (its socket is gone)."""
+        """Drop everything waiting (its socket is gone); a pipe whose link has gone with
+        it is closed."""
+        if self.piped:
+            for entry in self._buffers:
+                if type(entry) is Piped and entry.pipe.orphan:
+                    entry.pipe.close()
         self._buffers.clear()
-        self.size = 0
+        self.size = self.piped = 0
 
     def send(self, sock) -> int:
         """Send what the socket takes now; the bytes it took. BlockingIOError and other
         OSErrors (and ssl.SSLError) pass to the caller, with nothing taken."""
+        if self.piped:
+            return self._send_piped(sock)
         buffers = self._buffers
         if type(sock) is socket.socket and len(buffers) > 1:
             sent = sock.sendmsg(list(islice(buffers, BATCH)))
@@ -63,3 +79,45 @@ class Outbox:
                 buffers[0] = memoryview(head)[left:]
                 left = 0
         return sent
+
+    def _send_piped(self, sock) -> int:
+        """`send` with pipes among the entries: the buffers up to the next pipe in one
+        sendmsg, a pipe's bytes by splice, in order, for as long as the socket takes all it
+        is given (a plain socket: pipes are spliced to plain sockets only)."""
+        buffers = self._buffers
+        total = 0
+        while buffers:
+            head = buffers[0]
+            try:
+                if type(head) is Piped:
+                    sent = head.send(sock)
+                    whole = not head.size
+                    if whole:
+                        buffers.popleft()
+                        self.piped -= 1
+                else:
+                    batch = []
+                    for entry in islice(buffers, BATCH):
+                        if type(entry) is Piped:
+                            break
+                        batch.append(entry)
+                    sent = sock.sendmsg(batch) if len(batch) > 1 else sock.send(head)
+                    whole = sent == sum(map(len, batch))
+                    left = sent
+                    while left:
+                        head = buffers[0]
+                        if left >= len(head):
+                            buffers.popleft()
+                            left -= len(head)
+                        else:
+                            buffers[0] = memoryview(head)[left:]
+                            left = 0
+            except BlockingIOError:
+                if total:
+                    break
+                raise
+            self.size -= sent
+            total += sent
+            if not whole or not sent:
+                break
+        return total

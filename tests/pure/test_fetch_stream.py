@@ -139,3 +139,59 @@ def test_any_cutting_gives_the_same_bytes_and_partitions(data):
     reference, _, _ = walk(version, frame, [], fix)
     assert out == reference and len(out) == len(frame)
     assert seen == expected_partitions(vals, version)
+
+
+def walk_around_records(version: int, data: bytes, fix=None) -> tuple[bytes, list]:
+    """`data` walked as a splicing relay walks it: fed until the walk is skipping, those bytes
+    passed around it (`skipped`), a few at a time, then fed again."""
+    seen = []
+    w = FetchWalk(version, len(data) - 4, on_partition=lambda *p: seen.append(p), fix=fix)
+    out, pos = bytearray(), 0
+    while pos < len(data):
+        if w.skipping:
+            n = min(w.skipping, 7)  # as the pipe takes them: in pieces
+            w.skipped(n)
+            out += data[pos:pos + n]
+            pos += n
+            continue
+        part = memoryview(data)[pos:pos + 3]  # fed a little at a time: the skip found early
+        out += part[:w.feed(part)]
+        pos += len(part)
+    assert w.done
+    return bytes(out + w.tail()), seen
+
+
+@pytest.mark.parametrize("version", ALL)
+def test_records_passed_around_the_walk_give_what_feeding_them_gives(version):
+    big = bytes(range(256)) * 300
+    parts = FETCH_ANSWER["responses"][0]["partitions"]
+    vals, data = answer(version, responses=[{**FETCH_ANSWER["responses"][0], "partitions": [
+        {**parts[0], "records": big}, parts[1], {**parts[2], "records": big[:1000]}]}])
+    fix = (lambda tail: node_endpoints_in_place(tail, EXPOSED.get)) if version >= 16 else None
+    out, seen = walk_around_records(version, data, fix)
+    reference, seen_fed, _ = walk(version, data, [], fix)
+    assert out == reference and seen == seen_fed == expected_partitions(vals, version)
+
+
+def test_skipped_is_only_for_what_the_walk_would_skip():
+    _, data = answer(12, node_endpoints=[])
+    w = FetchWalk(12, len(data) - 4)
+    assert w.skipping == 8  # the size and correlation id are skipped unread
+    with pytest.raises(ValueError):
+        w.skipped(9)
+    w.skipped(8)
+    assert w.skipping == 0  # the response header's tagged fields are read
+    with pytest.raises(ValueError):
+        w.skipped(1)
+
+
+def test_a_size_that_ends_inside_skipped_records_is_refused():
+    big = b"\x01" * 5000
+    parts = FETCH_ANSWER["responses"][0]["partitions"]
+    _, data = answer(12, node_endpoints=[], responses=[{**FETCH_ANSWER["responses"][0], "partitions": [
+        *parts[:2], {**parts[2], "records": big}]}])
+    cut = data.index(big) + 100  # the answer says it ends there
+    w = FetchWalk(12, cut - 4)
+    w.feed(data[:data.index(big)])
+    with pytest.raises(DecodeError):
+        w.skipped(100)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -124,8 +125,12 @@ class StandInBroker:
             for frame in reader.frames():
                 header, request = decode_request(frame)
                 self.requests.append((header.api_key, header.api_version))
-                if header.api_key in self.raw:
-                    connection.sendall(self.raw[header.api_key](header, request))
+                if header.api_key in self.raw:  # bytes, or a list of parts sent a few ms apart
+                    answer = self.raw[header.api_key](header, request)
+                    for part in answer if isinstance(answer, list) else [answer]:
+                        connection.sendall(part)
+                        if isinstance(answer, list):
+                            time.sleep(0.005)
                     continue
                 if header.api_key not in (API_VERSIONS.key, LIST_OFFSETS.key, METADATA.key):
                     connection.close()  # as a broker does with a request it does not serve
