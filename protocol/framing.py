@@ -15,22 +15,54 @@ _SIZE = struct.Struct(">i")
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 
 
+LARGE_FRAME = 64 * 1024  # a frame at least this large gets a buffer of its own, filled in place
+
+
 class FrameReader:
-    __slots__ = ("_buf", "_pos", "max_frame")
+    """A frame of at least `LARGE_FRAME` bytes is not gathered in the shared buffer: once its
+    size is known it gets a bytearray of exactly that size, which a socket can fill in place
+    (`into`, then `filled`: one copy, the kernel's) and which is handed out as the frame
+    itself (a bytearray, never written again). Smaller frames come out as bytes."""
+    __slots__ = ("_buf", "_large", "_have", "_pos", "max_frame")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME):
         self._buf = bytearray()
         self._pos = 0
+        self._large: bytearray | None = None  # the large frame being read, if one is
+        self._have = 0  # its bytes so far
         self.max_frame = max_frame
 
     def feed(self, data: bytes) -> None:
+        large = self._large
+        if large is not None:  # into the large frame first, the rest after it
+            take = min(len(large) - self._have, len(data))
+            large[self._have:self._have + take] = data[:take] if take < len(data) else data
+            self._have += take
+            data = data[take:]
         self._buf += data  # `frames` empties the buffer once it has taken everything out
+
+    def into(self) -> memoryview | None:
+        """Where the large frame being read wants its next bytes (for `recv_into`), or None
+        if none is: then `feed` what is read."""
+        if self._large is None:
+            return None
+        return memoryview(self._large)[self._have:]
+
+    def filled(self, n: int) -> None:
+        """`n` bytes were read into `into()`'s view."""
+        self._have += n
 
     def frames(self) -> list[bytes]:
         """Every complete frame buffered now, in order (the payloads, without their sizes)."""
+        out = []
+        large = self._large
+        if large is not None:
+            if self._have < len(large):
+                return out
+            out.append(large)
+            self._large = None
         buf, pos = self._buf, self._pos
         end_of_buf = len(buf)
-        out = []
         while end_of_buf - pos >= 4:
             size, = _SIZE.unpack_from(buf, pos)
             if size < 0:
@@ -39,8 +71,15 @@ class FrameReader:
                 raise FrameError(f"frame of {size} bytes is over the limit of {self.max_frame}")
             end = pos + 4 + size
             if end > end_of_buf:
+                if size >= LARGE_FRAME:  # read on into a buffer of its own
+                    self._large = bytearray(size)
+                    self._have = end_of_buf - pos - 4
+                    with memoryview(buf) as view:
+                        self._large[:self._have] = view[pos + 4:end_of_buf]
+                    pos = end_of_buf
                 break
-            out.append(bytes(buf[pos + 4:end]))
+            with memoryview(buf) as view:  # one copy, not a bytearray's slice and then bytes
+                out.append(bytes(view[pos + 4:end]))
             pos = end
         if pos == end_of_buf:
             buf.clear()
@@ -54,7 +93,7 @@ class FrameReader:
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as a frame (a partial frame)."""
-        return len(self._buf) - self._pos
+        return len(self._buf) - self._pos + (4 + self._have if self._large is not None else 0)
 
 
 def frame(payload: bytes) -> bytes:

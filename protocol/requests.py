@@ -52,6 +52,8 @@ def decode_request(frame: bytes, whole: bool = True) -> tuple[RequestHeader, Any
     Raises UnsupportedVersion, carrying the header, for an API key or version that is not
     declared, and DecodeError for anything malformed.
     """
+    if type(frame) is not bytes:  # a large frame read in place (`FrameReader`): decoded as bytes
+        frame = bytes(frame)
     size = len(frame)
     if size < _HEADER.size:
         raise DecodeError(f"request of {size} bytes is shorter than a request header")

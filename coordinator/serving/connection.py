@@ -132,19 +132,28 @@ class ClientConnection:
             self.until = self.gate.deadline
 
     def readable(self) -> None:
+        reader = self.reader
+        into = reader.into() if type(self.sock) is socket.socket else None
         try:
-            data = self.sock.recv(READ_SIZE)
+            if into is None:
+                data = self.sock.recv(READ_SIZE)
+            else:  # a large request (a Produce's records): read in place, into its own buffer
+                n = self.sock.recv_into(into)
         except BlockingIOError:
             return
         except ssl.SSLError as exc:  # not TLS (plaintext to a TLS listener), or a certificate refused
             return self.close(f"TLS error: {exc.reason or exc}")
         except OSError:
             return self.close("peer went away")
-        if not data:
+        if into is None:
+            if not data:
+                return self.close("closed by peer")
+            reader.feed(data)
+        elif n:
+            reader.filled(n)
+        else:
             return self.close("closed by peer")
         now = trio.current_time()  # once per read: its requests are handled now
-        reader = self.reader
-        reader.feed(data)
         try:
             frames = reader.frames()
         except ProtocolError as exc:
@@ -169,7 +178,8 @@ class ClientConnection:
         for i, frame in enumerate(frames):
             kind = frame[:2]
             # the two heartbeats' fast paths (a classic one, a steady consumer-protocol one)
-            if (kind == _HEARTBEAT or kind == _CONSUMER_HEARTBEAT) and self.bytes <= limits.max_queued_reply_bytes:
+            if ((kind == _HEARTBEAT or kind == _CONSUMER_HEARTBEAT) and self.bytes <= limits.max_queued_reply_bytes
+                    and type(frame) is bytes):  # not a large frame read in place (a bytearray): decoded as any
                 key = HEARTBEAT.key if kind == _HEARTBEAT else CONSUMER_GROUP_HEARTBEAT.key
                 handling = time.perf_counter()
                 try:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import FrameError, FrameReader, frame
-from protocol.framing import WholeFrames
+from protocol.framing import LARGE_FRAME, WholeFrames
 
 SIZE = struct.Struct(">i").pack
 
@@ -205,3 +205,45 @@ def test_whole_frames_refuse_sizes_as_the_reader_does():
     with pytest.raises(FrameError):
         reader.feed(b"\x00\x0b")  # its size completes across chunks: 11 > 10
     assert WholeFrames(max_frame=10).feed(frame(b"x" * 10)) == [frame(b"x" * 10)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 3, 1000, LARGE_FRAME - 1, LARGE_FRAME, LARGE_FRAME + 7, 200_000]),
+                      min_size=1, max_size=6),
+       reads=st.lists(st.integers(1, 90_000), min_size=1, max_size=30), in_place=st.lists(st.booleans(), max_size=30))
+def test_large_frames_read_in_place_or_fed_give_the_same_frames(sizes, reads, in_place):
+    """As a connection reads: into a large frame's own buffer when it offers one (`into`),
+    fed otherwise, in reads of any size; the frames come out the same, in order, the large
+    ones begun in one read and ended in another as bytearrays of exactly their size."""
+    payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    stream = b"".join(frame(p) for p in payloads)
+    reader, got, pos, i = FrameReader(), [], 0, 0
+    while pos < len(stream):
+        size = reads[i % len(reads)]
+        into = reader.into()
+        if into is not None and (in_place[i % len(in_place)] if in_place else True):
+            n = min(size, len(into), len(stream) - pos)
+            into[:n] = stream[pos:pos + n]
+            reader.filled(n)
+        else:
+            n = min(size, len(stream) - pos)
+            reader.feed(stream[pos:pos + n])
+        pos += n
+        i += 1
+        got += reader.frames()
+        assert reader.buffered == pos - sum(4 + len(f) for f in got)
+    assert got == payloads and reader.buffered == 0 and reader.into() is None
+    assert all(type(f) is bytes or len(f) >= LARGE_FRAME for f in got)
+
+
+def test_a_large_frame_begun_is_read_in_place_and_counted_from_its_size():
+    reader = FrameReader()
+    reader.feed(SIZE(100_000) + b"ab")
+    assert reader.frames() == [] and reader.buffered == 6  # its size counts: a request has begun
+    into = reader.into()
+    assert len(into) == 100_000 - 2
+    into[:] = b"c" * len(into)
+    reader.filled(len(into))
+    reader.feed(SIZE(1) + b"z")
+    got = reader.frames()
+    assert got == [b"ab" + b"c" * 99_998, b"z"] and type(got[0]) is bytearray and reader.buffered == 0
