@@ -42,6 +42,7 @@ from .ports import PortScheme
 
 SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source knows
 MAX_TOPIC_NAMES = 100_000  # topic ids whose names are remembered (a lookup for the rest)
+MAX_PRODUCE_REWRITERS = 1_000  # (version, listener, broker) kept; past it, made again
 SHARE_ROUTE_SECONDS = 60.0  # how long a share group's coordinator is taken as known (NOT_COORDINATOR forgets it)
 MAX_SHARE_ROUTES = 100_000  # share groups and transactional ids whose coordinators are remembered
 SHARE, TRANSACTION = 0, 1  # FindCoordinator's key types
@@ -86,6 +87,8 @@ class Gateway:
         self._share_lookup: BrokerConnection | None = None  # the gateway's own connection for finding them
         self._share_versions: dict[int, tuple[int, int]] = {}
         self._topic_names: dict[bytes, str] = {}  # topic ids (as Fetch v13+ has them) -> names, as looked up
+        # (version, listener, broker) -> what rewrites a Produce answer: made once, not per record
+        self._produce_rewriters: dict[tuple[int, str, tuple[str, int]], Callable[[bytes], bytes] | None] = {}
         # (version, listener, answer's size) -> (the broker's answer after its correlation id, the
         # coordinator nodes and open nodes then, the rewrite's size prefix and bytes after its correlation id)
         self._metadata_rewrites: dict[tuple[int, str, int], tuple[bytes, list, set[int], bytes, bytes]] = {}
@@ -206,7 +209,17 @@ class Gateway:
             return None
         pending = Pending() if pending is None else pending
         listener = connection.client.listener.name
-        rewriter = self._rewriter(api_key, api_version, listener, merge, link.address)
+        if api_key == PRODUCE.key and merge is None:  # the data path: its rewriter kept
+            key = (api_version, listener, link.address)
+            try:
+                rewriter = self._produce_rewriters[key]
+            except KeyError:
+                if len(self._produce_rewriters) >= MAX_PRODUCE_REWRITERS:
+                    self._produce_rewriters.clear()
+                rewriter = self._produce_rewriters[key] = self._rewriter(api_key, api_version, listener, None,
+                                                                         link.address)
+        else:
+            rewriter = self._rewriter(api_key, api_version, listener, merge, link.address)
         if self.transactions is not None and api_key == END_TXN.key:  # answered once its end is recorded
             held = self.transactions.hold_end(api_version, frame, pending)
             if held is not None:

@@ -196,6 +196,7 @@ _ENDPOINTS = Message(Struct("GatewayNodeEndpoints", (F("node_endpoints", Array(N
 _NODE_ENDPOINTS_TAG = 0  # in both ProduceResponse.json and FetchResponse.json
 
 
+_HEADER_V1 = ((_FIXED, 4), (_TAGS, None))  # a flexible response's header: correlation id, tagged fields
 # (api key, version) -> the steps that skip an answer's top-level fields: looked up per answer
 _TOP_STEPS: dict[tuple[int, int], tuple[tuple[int, Any], ...]] = {}
 
@@ -235,16 +236,26 @@ def _walk(struct: Struct, version: int, top: bool = False) -> tuple[tuple[int, A
 
 def _skip(steps: tuple[tuple[int, Any], ...], b: bytes, p: int) -> int:
     """Where the struct that `steps` describe, starting at `p`, ends (lengths unchecked here:
-    `_splice_node_endpoints` checks the end; counts bounded by the bytes left)."""
+    `_splice_node_endpoints` checks the end; counts bounded by the bytes left). Lengths and
+    counts of one byte (nearly all) are read in place, not through `read_uvarint`: this runs
+    for every Produce answer. IndexError for an answer cut short (the caller says so)."""
     for kind, arg in steps:
         if kind == _FIXED:
             p += arg
         elif kind == _BYTES:
-            n, p = read_uvarint(b, p)
+            n = b[p]
+            if n < 0x80:
+                p += 1
+            else:
+                n, p = read_uvarint(b, p)
             if n:
                 p += n - 1
         elif kind == _TAGS:
-            count, p = read_uvarint(b, p)
+            count = b[p]
+            if count < 0x80:
+                p += 1
+            else:
+                count, p = read_uvarint(b, p)
             for _ in range(count):
                 _, p = read_uvarint(b, p)
                 size, p = read_uvarint(b, p)
@@ -259,7 +270,11 @@ def _skip(steps: tuple[tuple[int, Any], ...], b: bytes, p: int) -> int:
                     continue
             p = _skip(inner, b, p)
         else:
-            n, p = read_uvarint(b, p)
+            n = b[p]
+            if n < 0x80:
+                p += 1
+            else:
+                n, p = read_uvarint(b, p)
             n -= 1
             if n <= 0:
                 continue
@@ -289,11 +304,13 @@ def _splice_node_endpoints(api_key: int, version: int, frame: bytes, addresses: 
     message = api.response
     if version not in message.versions:
         raise DecodeError(f"{message.name} v{version} is not declared")
-    p = _skip(((_FIXED, 4), (_TAGS, None)), frame, 0)  # response header v1
     steps = _TOP_STEPS.get((api_key, version))
     if steps is None:  # by (key, version): a Struct's hash, which @cache takes, costs more than the walk
         steps = _TOP_STEPS[(api_key, version)] = _walk(message.struct, version, top=True)
-    start = _skip(steps, frame, p)
+    try:
+        start = _skip(steps, frame, _skip(_HEADER_V1, frame, 0))
+    except IndexError:
+        raise DecodeError(f"{message.name} v{version}: shorter than its fields") from None
     found, tags, extra = _read_tags(frame, start, f"{message.name} v{version}", whole=False)
     if extra and past is not None:
         past()

@@ -560,3 +560,13 @@ def test_share_fetch_and_acknowledge_answers_read_as_kafka_lays_them_out_and_rew
     assert acked.acquisition_lock_timeout_ms == 15_000 and acked.node_endpoints[0].host == "kafka-0.internal"
     _, back = decode_response(79, 2, rewrite_frame(79, 2, ack, EXPOSED.get)[4:])
     assert [(e.node_id, e.host, e.port) for e in back.node_endpoints] == [(0, GW, 19093)]
+
+
+@pytest.mark.parametrize("version", versions(PRODUCE, 10))
+def test_a_produce_answer_cut_anywhere_is_a_decode_error(version):
+    vals = project(PRODUCE.response.struct, version, PRODUCE_ANSWER)
+    data = kp_frame(PRODUCE.response, vals, version, 7)[4:]
+    assert rewrite_frame(PRODUCE.key, version, data, EXPOSED.get)  # whole, it reads
+    for end in range(len(data) - 1):  # the last byte is the tagged fields' count: none would be cut
+        with pytest.raises(ProtocolError):
+            rewrite_frame(PRODUCE.key, version, data[:end], EXPOSED.get)
