@@ -69,7 +69,13 @@ def test_every_record_produced_is_read_back_on_every_path(tmp_path):
     assert result["modes"]["gateway"]["bootstrap"] == f"127.0.0.1:{result['gateway']['port']}"
     gateway = result["gateway"]
     assert gateway["node_port"] == gateway["port"] + gateway["node_port_offset"] + gateway["node_id"]
-    assert [t["value"] is not None for t in result["targets"]] == [True, True, True]
+    targets = result["targets"]
+    assert [t["what"].split(",")[0].split(" at ")[0] for t in targets] == [
+        "produce MB/s", "fetch MB/s", "produce p50", "produce p99", "produce p99.9", "CPU per MB produced",
+        "CPU per MB fetched"]
+    # a few hundred records may cost the relay less than a clock tick: its CPU ratio is then unknown
+    assert all(t["value"] is not None for t in targets[:5])
+    assert len(result["modes"]["gateway"]["latency"]["rounds_p50_ms"]) == ROUNDS
     # py-spy's samples, if it may attach here (ptrace): the phases are there either way
     assert set(result["modes"]["gateway"]["profile"]) == {"produce", "fetch", "latency"}
     token = Path(result["work_dir"]).name
