@@ -69,7 +69,12 @@ class Outbox:
         else:
             sent = sock.send(buffers[0])
         self.size -= sent
-        left = sent
+        self._took(sent)
+        return sent
+
+    def _took(self, left: int) -> None:
+        """The socket took `left` bytes of the buffers at the front (no pipe among them)."""
+        buffers = self._buffers
         while left:
             head = buffers[0]
             if left >= len(head):
@@ -78,7 +83,6 @@ class Outbox:
             else:
                 buffers[0] = memoryview(head)[left:]
                 left = 0
-        return sent
 
     def _send_piped(self, sock) -> int:
         """`send` with pipes among the entries: the buffers up to the next pipe in one
@@ -103,15 +107,7 @@ class Outbox:
                         batch.append(entry)
                     sent = sock.sendmsg(batch) if len(batch) > 1 else sock.send(head)
                     whole = sent == sum(map(len, batch))
-                    left = sent
-                    while left:
-                        head = buffers[0]
-                        if left >= len(head):
-                            buffers.popleft()
-                            left -= len(head)
-                        else:
-                            buffers[0] = memoryview(head)[left:]
-                            left = 0
+                    self._took(sent)
             except BlockingIOError:
                 if total:
                     break

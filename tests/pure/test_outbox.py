@@ -9,6 +9,18 @@ from hypothesis import given, settings, strategies as st
 from coordinator.serving.outbox import Outbox
 
 
+def send_all(box: Outbox, sender: socket.socket, receiver: socket.socket) -> bytes:
+    """What `receiver` gets while `box` is sent to the end through `sender`."""
+    got = bytearray()
+    while box:
+        try:
+            box.send(sender)
+        except BlockingIOError:
+            pass
+        got += drain(receiver)
+    return bytes(got + drain(receiver))
+
+
 def drain(sock: socket.socket) -> bytes:
     got = bytearray()
     while True:
@@ -31,13 +43,7 @@ def test_every_byte_goes_out_once_in_order_through_a_small_socket(buffers):
         for data in buffers:
             box.add(data)
         assert box.size == sum(map(len, buffers)) and bool(box) == (box.size > 0)
-        while box:
-            try:
-                box.send(sender)
-            except BlockingIOError:
-                pass
-            got += drain(receiver)
-        got += drain(receiver)
+        got += send_all(box, sender, receiver)
         assert bytes(got) == b"".join(buffers) and box.size == 0
 
 

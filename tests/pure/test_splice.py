@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from coordinator.serving import splice
 from coordinator.serving.outbox import Outbox
 from coordinator.serving.splice import Pipe, Piped
-from tests.pure.test_outbox import drain
+from tests.pure.test_outbox import drain, send_all
 
 pytestmark = pytest.mark.skipif(not splice.SUPPORTED, reason="splice(2) is Linux's")
 
@@ -57,13 +57,7 @@ def test_pipes_and_buffers_go_out_once_in_order_through_a_small_socket(entries):
                 left -= len(part)
                 box.add(part)
         assert box.size == len(expected)
-        while box:
-            try:
-                box.send(sender)
-            except BlockingIOError:
-                pass
-            got += drain(receiver)
-        got += drain(receiver)
+        got += send_all(box, sender, receiver)
         assert bytes(got) == bytes(expected) and box.size == 0 and box.piped == 0 and pipe.held == 0
     finally:
         pipe.close()
