@@ -573,14 +573,17 @@ def bench_security(as_json: bool, seconds: float, profile_dir: str | None) -> No
 @click.option("--profile", "profile_dir", type=click.Path(file_okay=False), default=None,
               help="Sample the gateway with py-spy during its phases: gateway-PHASE-ROUND.raw in this "
                    "directory, their summary in the results (a sampled run's figures are skewed).")
+@click.option("--beside", is_flag=True,
+              help="Run a consumer group (heartbeats and auto-commits every 100 ms) beside the latency phase, "
+                   "and scrape the gateway's /metrics every second.")
 def bench_gateway(as_json: bool, records: int, size: int, rate: float, seconds: float, partitions: int,
-                  rounds: int, profile_dir: str | None) -> None:
+                  rounds: int, profile_dir: str | None, beside: bool) -> None:
     """The gateway's data path beside a plain TCP relay (HAProxy) and the broker itself (Tansu),
     in one run, with librdkafka clients: produce and fetch MB/s, produce latency at a fixed
     rate, the relay's CPU. Exit status 1 if a mode did not read back every record."""
     from .bench import gateway
     settings = gateway.Settings(records=records, size=size, rate=rate, seconds=seconds, partitions=partitions,
-                                rounds=rounds, profile=profile_dir)
+                                rounds=rounds, profile=profile_dir, beside=beside)
     result = _run_bench(lambda: gateway.run(settings), gateway.table, as_json, gateway.GatewayBenchError)
     if not result["complete"]:
         raise SystemExit(1)

@@ -1,9 +1,10 @@
 """`groupkeeper bench gateway`, tiny: every record passes every path, never a timed assertion.
 
 The bench starts three Tansu brokers, HAProxy, a ZooKeeper and `groupkeeper run --gateway`;
-at a few hundred records a round, what is checked is that every record produced was read
-back in each mode (the broker directly, through HAProxy, through the gateway), that each
-figure is there, and that nothing it started outlives it, Ctrl-C included. The figures are
+at a few hundred records a round (a consumer group and a /metrics scrape beside the latency
+phase), what is checked is that every record produced was read back in each mode (the
+broker directly, through HAProxy, through the gateway), that each figure is there, and that
+nothing it started outlives it, Ctrl-C included. The figures are
 printed for the log.
 """
 
@@ -43,7 +44,7 @@ def processes_naming(token: str) -> list[str]:
 
 def test_every_record_produced_is_read_back_on_every_path(tmp_path):
     done = subprocess.run([sys.executable, "-m", "tools", "bench", "gateway", "--json", "--records", str(RECORDS),
-                           "--rounds", str(ROUNDS), "--rate", "200", "--seconds", "0.5",
+                           "--rounds", str(ROUNDS), "--rate", "200", "--seconds", "0.5", "--beside",
                            "--profile", str(tmp_path / "profile")],
                           capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "TMPDIR": str(tmp_path)})
@@ -66,6 +67,10 @@ def test_every_record_produced_is_read_back_on_every_path(tmp_path):
         for phase in (produced, fetched, timed):
             assert phase["cpu_s"]["broker"] is not None and phase["cpu_s"]["client"] is not None
             assert (phase["cpu_s"]["relay"] is None) == (mode == "direct")
+    for mode in MODES:  # beside the latency phase: a consumer group of each path, the gateway's /metrics
+        beside = result["modes"][mode]["latency"]["beside"]
+        assert beside["commit_errors"] == 0 and beside["scrape_errors"] == 0, beside
+        assert (beside["scrapes"] >= ROUNDS) == (mode == "gateway"), beside  # one at least per round, at once
     assert result["modes"]["gateway"]["bootstrap"] == f"127.0.0.1:{result['gateway']['port']}"
     gateway = result["gateway"]
     assert gateway["node_port"] == gateway["port"] + gateway["node_port_offset"] + gateway["node_id"]

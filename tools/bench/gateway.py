@@ -33,7 +33,11 @@ from this process:
   last record.
 - **latency**: `rate` records per second for `seconds`, each produced on its schedule
   (linger.ms 0, acks=all, so that batching hides nothing of the path); per record, from
-  `produce()` to its delivery callback, served by a thread that waits in `poll()`.
+  `produce()` to its delivery callback, served by a thread that waits in `poll()`. With
+  `beside` (`--beside`), a librdkafka consumer of that topic in a group of its own runs
+  meanwhile, heartbeating and auto-committing every 100 ms (the group is groupkeeper's in
+  the gateway's mode, the broker's in the others: the gateway's loop serves both), and the
+  gateway's /metrics is scraped at once and every second.
 
 A mode's MB/s is its median round's; its latency percentiles are over every round's records,
 and each round's p50 and p99 are printed beside them (the spread). The targets are issue
@@ -112,6 +116,7 @@ class Settings:
     partitions: int = 4
     rounds: int = 3  # each mode's phases this many times, the modes interleaved
     profile: str | None = None  # a directory for py-spy's samples of the gateway
+    beside: bool = False  # the latency phase with a consumer group and a /metrics scrape beside it
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -342,8 +347,9 @@ class _Gateway:
     """`groupkeeper run --gateway` in front of `broker`, with ZooKeeper at `zookeeper`. The
     broker's node port is put above the ephemeral range with gateway_node_port_offset."""
 
-    def __init__(self, work: Path, zookeeper: str, broker: _Tansu):
+    def __init__(self, work: Path, zookeeper: str, broker: _Tansu, metrics: bool = False):
         self.port = free_port()
+        self.metrics_port = free_port() if metrics else None
         self.node_id = broker.node_id
         self.node_port = _node_port(self.port, broker.node_id)
         self.offset = self.node_port - self.port - broker.node_id
@@ -352,7 +358,8 @@ class _Gateway:
         config.write_text(f"gateway_node_port_offset = {self.offset}\ngateway_max_node_id = {broker.node_id + 10}\n")
         self.run = RunProcess(["--config", str(config), "--gateway", f"127.0.0.1:{broker.port}",
                                "--zookeeper", zookeeper, "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
-                               "--metrics-listen", "", "--data-dir", str(work / "groupkeeper")])
+                               "--metrics-listen", f"127.0.0.1:{self.metrics_port}" if metrics else "",
+                               "--data-dir", str(work / "groupkeeper")])
 
     def start(self, timeout: float = 60.0) -> None:
         try:
@@ -457,9 +464,71 @@ def fetch(bootstrap: str, topic: str, settings: Settings, group: str) -> dict:
             "complete": distinct == n, "seconds": round(elapsed, 3), "mb_per_s": round(read_bytes / elapsed / 1e6, 2)}
 
 
-def latency(bootstrap: str, settings: Settings) -> dict:
+BESIDE_CONSUMER = {"enable.auto.commit": True, "auto.commit.interval.ms": 100, "heartbeat.interval.ms": 100,
+                   "session.timeout.ms": 6000, "auto.offset.reset": "latest"}
+SCRAPE_SECONDS = 1.0  # /metrics scraped this often beside the latency phase (Prometheus: every 15-60 s)
+
+
+@contextlib.contextmanager
+def _beside(bootstrap: str, group: str, metrics_port: int | None):
+    """What runs beside the latency phase with --beside: a librdkafka consumer of the latency
+    topic in a group of its own (heartbeats every 100 ms, offsets auto-committed every
+    100 ms: the group is the gateway's in its mode, the broker's in the others), and, where
+    there is one (the gateway's), /metrics scraped every second. Yields its counts, final
+    once the block has ended."""
+    import urllib.request
+
+    from confluent_kafka import Consumer
+
+    counts = {"commits": 0, "commit_errors": 0, "scrapes": 0, "scrape_errors": 0}
+
+    def committed(err, partitions) -> None:
+        counts["commit_errors" if err is not None else "commits"] += 1
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **BESIDE_CONSUMER,
+                         "on_commit": committed, **CLIENT_LOG})
+    stop = threading.Event()
+
+    def consume() -> None:
+        while not stop.is_set():
+            consumer.consume(1000, 0.05)
+
+    def scrape() -> None:  # at once, then every SCRAPE_SECONDS
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as answer:
+                    answer.read()
+                counts["scrapes"] += 1
+            except OSError:
+                counts["scrape_errors"] += 1
+            if stop.wait(SCRAPE_SECONDS):
+                return
+
+    consumer.subscribe([LATENCY_TOPIC])
+    threads = [threading.Thread(target=consume, daemon=True)]
+    if metrics_port is not None:
+        threads.append(threading.Thread(target=scrape, daemon=True))
+    try:
+        deadline = time.monotonic() + 60
+        while not consumer.assignment():  # in the group before the clock starts
+            consumer.consume(100, 0.1)
+            if time.monotonic() > deadline:
+                raise GatewayBenchError("beside: the consumer was given no partitions within 60 s")
+        for thread in threads:
+            thread.start()
+        yield counts
+    finally:
+        stop.set()
+        for thread in threads:
+            if thread.is_alive():
+                thread.join()
+        consumer.close()
+
+
+def latency(bootstrap: str, settings: Settings, beside=None) -> dict:
     """`settings.rate` records a second for `settings.seconds`, each timed from `produce()` to
-    its delivery callback (served by a thread that waits in `poll()`); "latencies" in seconds."""
+    its delivery callback (served by a thread that waits in `poll()`); "latencies" in seconds.
+    `beside`: a context manager run around the timed part (`_beside`), whose counts are kept."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, **LATENCY, **CLIENT_LOG})
@@ -485,19 +554,21 @@ def latency(bootstrap: str, settings: Settings) -> dict:
         producer.produce(LATENCY_TOPIC, _value(0, pad))  # connections and metadata set up
         if producer.flush(30) != 0:
             raise GatewayBenchError("latency: the first record was not acknowledged within 30 s")
-        thread.start()
-        started = time.perf_counter()
-        behind = 0.0
-        for i in range(total):
-            due = started + i / settings.rate
-            now = time.perf_counter()
-            if due > now:
-                time.sleep(due - now)
-            else:
-                behind = max(behind, now - due)
-            producer.produce(LATENCY_TOPIC, _value(i, pad), on_delivery=partial(delivered, time.perf_counter()))
-        produced = time.perf_counter() - started
-        left = producer.flush(30)
+        with beside if beside is not None else contextlib.nullcontext(None) as counts:
+            thread.start()
+            started = time.perf_counter()
+            behind = 0.0
+            for i in range(total):
+                due = started + i / settings.rate
+                now = time.perf_counter()
+                if due > now:
+                    time.sleep(due - now)
+                else:
+                    behind = max(behind, now - due)
+                producer.produce(LATENCY_TOPIC, _value(i, pad),
+                                 on_delivery=partial(delivered, time.perf_counter()))
+            produced = time.perf_counter() - started
+            left = producer.flush(30)
     finally:
         stop.set()
         if thread.is_alive():
@@ -507,7 +578,8 @@ def latency(bootstrap: str, settings: Settings) -> dict:
         raise GatewayBenchError(f"latency: {left} records not acknowledged within 30 s")
     return {"records": total, "delivered": len(latencies), "failed": len(failed), "errors": sorted(set(failed))[:5],
             "achieved_per_s": round(total / produced, 1) if produced else None,
-            "most_behind_ms": round(behind * 1000, 3), "latencies": latencies}
+            "most_behind_ms": round(behind * 1000, 3), "latencies": latencies,
+            **({"beside": dict(counts)} if counts is not None else {})}
 
 
 # -- measuring --------------------------------------------------------------------------------
@@ -600,6 +672,9 @@ def _aggregate(rounds: list[dict], settings: Settings) -> dict:
                           "p50_ms": _percentile(ordered, 0.50), "p99_ms": _percentile(ordered, 0.99),
                           "p999_ms": _percentile(ordered, 0.999),
                           "max_ms": round(ordered[-1] * 1000, 3) if ordered else None,
+                          **({"beside": {k: sum(e["beside"][k] for e in entries if "beside" in e)
+                                         for k in ("commits", "commit_errors", "scrapes", "scrape_errors")}}
+                             if any("beside" in e for e in entries) else {}),
                           "rounds_p50_ms": [_percentile(sorted(e["latencies"]), 0.50) for e in entries],
                           "rounds_p99_ms": [_percentile(sorted(e["latencies"]), 0.99) for e in entries],
                           "cpu_s": spent,
@@ -663,7 +738,7 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
             broker.wait_ready()
         stack.callback(relay.stop)
         relay.start(brokers["relay"].port)
-        gateway = _Gateway(work, zookeeper.connect_string, brokers["gateway"])
+        gateway = _Gateway(work, zookeeper.connect_string, brokers["gateway"], metrics=settings.beside)
         stack.callback(gateway.stop)
         gateway.start()
         topics = [f"{TOPIC}-{r}" for r in range(1, settings.rounds + 1)]
@@ -702,7 +777,10 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                              "fetch": _measured(lambda: fetch(bootstrap, topic, settings, f"bench-{mode}-{r + 1}"),
                                                 relay_pid, broker.pid, raw("fetch"))}
                     broker = fresh(mode, LATENCY_TOPIC)
-                    entry["latency"] = _measured(lambda: latency(bootstrap, settings), relay_pid, broker.pid,
+                    beside = (_beside(bootstrap, f"bench-beside-{mode}-{r + 1}",
+                                      gateway.metrics_port if mode == "gateway" else None)
+                              if settings.beside else None)
+                    entry["latency"] = _measured(lambda: latency(bootstrap, settings, beside), relay_pid, broker.pid,
                                                  raw("latency"))
                     rounds[mode].append(entry)
                 except (GatewayBenchError, KafkaException) as exc:  # one broken path does not hide the others'
@@ -782,7 +860,10 @@ def table(result: dict) -> str:
             f"{s['size']:,} B into {s['partitions']} partitions (acks=all, linger.ms 5), read back from offset 0 "
             f"(assign()), then {s['rate']:,.0f} records/s for {s['seconds']:g} s (acks=all, linger.ms 0). MB/s: the "
             "median round; latencies: every round's records pooled. DIRECT: the broker (Tansu); RELAY: HAProxy in "
-            "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway.", 110), ""]
+            "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway."
+            + (" Beside the latency phase: a consumer group (heartbeats and auto-commits every 100 ms; the "
+               "gateway's group in its mode) and, for the gateway, /metrics scraped every second."
+               if s.get("beside") else ""), 110), ""]
     rows.append(f"  {'':<36} {'DIRECT':>12} {'RELAY':>12} {'GATEWAY':>12} {'GW/RELAY':>9} {'GW/DIRECT':>9}")
 
     def line(label: str, values: list, fmt: str, compare: str | None) -> None:
@@ -817,6 +898,9 @@ def table(result: dict) -> str:
     line("  relay CPU ms per MB, fetch", [get(m, "fetch", "relay_cpu_ms_per_mb") for m in MODES], ".2f", None)
     line(f"  relay CPU us per record at {rate}", [get(m, "latency", "relay_cpu_us_per_record") for m in MODES],
          ".1f", None)
+    if s.get("beside"):
+        cells = [f"{b['commits']}/{b['scrapes']}" if (b := get(m, "latency", "beside")) else "-" for m in MODES]
+        rows.append(f"  {'beside: commits/scrapes':<36} {cells[0]:>12} {cells[1]:>12} {cells[2]:>12}")
     read = [f"{get(m, 'fetch', 'read'):,}" if get(m, "fetch", "read") is not None else "-" for m in MODES]
     label = f"records read back (of {s['records'] * s['rounds']:,})"
     rows.append(f"  {label:<36} {read[0]:>12} {read[1]:>12} {read[2]:>12}")
