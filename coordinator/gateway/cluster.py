@@ -24,6 +24,8 @@ super user, whose requests pass as bytes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 
 from protocol import ErrorCode, ProtocolError, UnsupportedVersion, decode_request, decode_response, encode_response
@@ -90,15 +92,25 @@ class GatewayClusterApi(ClusterApi):
     def authorized_relay(self, connection, frame: bytes):
         """With ACLs: `frame` relayed as far as the client's principal may (what it may not
         answered as a broker would), or answered here when it may do none of it."""
+        checked = self._authorized(connection, frame)
+        if type(checked) is Pending:
+            return checked
+        return self.gateway.relay(connection, *checked)
+
+    def _authorized(self, connection, frame: bytes) -> tuple[bytes, Callable[[bytes], bytes] | None] | Pending:
+        """With ACLs: what of `frame` goes to the brokers and what merges the refused parts'
+        errors into their answer, or the answer made here when nothing of it may go. A
+        request the gateway cannot authorize goes whole for super users and closes the
+        connection for the rest."""
         try:
             verdict = self.authorization.authorize(connection.client, frame)
         except Refused as exc:
             if self.authorization.super_user(connection.client):
-                return self.gateway.relay(connection, frame)
+                return frame, None
             raise CloseConnection(str(exc)) from None
         if verdict.answer is not None:
             return self.gateway.answer(verdict.answer)
-        return self.gateway.relay(connection, verdict.request, verdict.merge)
+        return verdict.request, verdict.merge
 
     def super_users_relay(self, connection, frame: bytes):
         """With ACLs: an API the gateway does not authorize, relayed for super users only."""
@@ -183,15 +195,10 @@ class GatewayClusterApi(ClusterApi):
             return self._relay_checked(connection, frame)
         merge = None
         if self.authorization is not None:
-            try:
-                verdict = self.authorization.authorize(connection.client, frame)
-            except Refused as exc:
-                if not self.authorization.super_user(connection.client):
-                    raise CloseConnection(str(exc)) from None
-            else:
-                if verdict.answer is not None:
-                    return self.gateway.answer(verdict.answer)
-                frame, merge = verdict.request, verdict.merge
+            checked = self._authorized(connection, frame)
+            if type(checked) is Pending:
+                return checked
+            frame, merge = checked
         transactional_id = _transactional_id(header.api_key, header.api_version, request)
         if transactional_id is None:  # an idempotent producer's InitProducerId, a broker's batch
             return self.gateway.relay(connection, frame, merge)
