@@ -43,8 +43,9 @@ from .ports import PortScheme
 SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source knows
 MAX_TOPIC_NAMES = 100_000  # topic ids whose names are remembered (a lookup for the rest)
 MAX_PRODUCE_REWRITERS = 1_000  # (version, listener, broker) kept; past it, made again
-SHARE_ROUTE_SECONDS = 60.0  # how long a share group's coordinator is taken as known (NOT_COORDINATOR forgets it)
-MAX_SHARE_ROUTES = 100_000  # share groups and transactional ids whose coordinators are remembered
+# how long a share group's or transactional id's coordinator is taken as known (NOT_COORDINATOR forgets it)
+ROUTE_SECONDS = 60.0
+MAX_ROUTES = 100_000  # share groups and transactional ids whose coordinators are remembered
 SHARE, TRANSACTION = 0, 1  # FindCoordinator's key types
 MAX_METADATA_REWRITES = 64  # brokers' Metadata answers whose rewrites are remembered (`_metadata_rewriter`)
 MAX_MALFORMED_LOGGED = 10_000  # (broker, API, kind) of malformed answers remembered as logged (past it: logged again)
@@ -82,10 +83,10 @@ class Gateway:
         self.log_ends: LogEnds | None = None  # where relayed Fetch answers' high watermarks go, if lag is measured
         # (key type, key) -> (the broker that coordinates it, until when): share groups (key
         # type 0) and transactional ids (1), asked of the cluster
-        self._share_routes: dict[tuple[int, str], tuple[int, float]] = {}
-        self._share_lock = trio.Lock()
-        self._share_lookup: BrokerConnection | None = None  # the gateway's own connection for finding them
-        self._share_versions: dict[int, tuple[int, int]] = {}
+        self._routes: dict[tuple[int, str], tuple[int, float]] = {}
+        self._route_lock = trio.Lock()
+        self._route_lookup: BrokerConnection | None = None  # the gateway's own connection for finding them
+        self._lookup_versions: dict[int, tuple[int, int]] = {}
         self._topic_names: dict[bytes, str] = {}  # topic ids (as Fetch v13+ has them) -> names, as looked up
         # (version, listener, broker) -> what rewrites a Produce answer: made once, not per record
         self._produce_rewriters: dict[tuple[int, str, tuple[str, int]], Callable[[bytes], bytes] | None] = {}
@@ -397,11 +398,11 @@ class Gateway:
         return self._route(SHARE, group)
 
     def forget_share_coordinator(self, group: str) -> None:
-        self._share_routes.pop((SHARE, group), None)
+        self._routes.pop((SHARE, group), None)
 
     async def find_share_coordinator(self, group: str) -> int | None:
         """Ask the cluster (FindCoordinator, key type 0, as a share consumer would) which
-        broker coordinates `group`; None if no broker says (kept SHARE_ROUTE_SECONDS)."""
+        broker coordinates `group`; None if no broker says (kept ROUTE_SECONDS)."""
         return await self._find(SHARE, group)
 
     def transaction_coordinator(self, transactional_id: str) -> int | None:
@@ -415,15 +416,15 @@ class Gateway:
         return await self._find(TRANSACTION, transactional_id, fresh=True)
 
     def _route(self, key_type: int, key: str) -> int | None:
-        known = self._share_routes.get((key_type, key))
+        known = self._routes.get((key_type, key))
         if known is None or known[1] < trio.current_time():
             return None
         return known[0]
 
     async def _find(self, key_type: int, key: str, fresh: bool = False) -> int | None:
         """One question at a time, on one connection of the gateway's own; answers kept
-        SHARE_ROUTE_SECONDS."""
-        async with self._share_lock:
+        ROUTE_SECONDS."""
+        async with self._route_lock:
             if not fresh and (node := self._route(key_type, key)) is not None:
                 return node
             for _ in range(2):  # a connection that went stale: once more on a new one
@@ -431,40 +432,40 @@ class Gateway:
                     with trio.fail_after(self.topics.timeout):
                         node = await self._ask_coordinator(key, key_type)
                 except Exception as exc:  # noqa: BLE001 - unreachable, refused, slow: the client is told to retry
-                    if self._share_lookup is not None:
-                        self._share_lookup.close()
-                        self._share_lookup = None
+                    if self._route_lookup is not None:
+                        self._route_lookup.close()
+                        self._route_lookup = None
                     self.log.info("finding a coordinator at the brokers failed", key=key[:200], key_type=key_type,
                                   error=f"{type(exc).__name__}: {exc}")
                     continue
                 if node is None:
-                    self._share_routes.pop((key_type, key), None)
+                    self._routes.pop((key_type, key), None)
                     return None
-                if len(self._share_routes) >= MAX_SHARE_ROUTES:  # bounded: the oldest half goes
-                    for old in list(self._share_routes)[:MAX_SHARE_ROUTES // 2]:
-                        del self._share_routes[old]
-                self._share_routes.pop((key_type, key), None)  # re-inserted: the oldest go first
-                self._share_routes[(key_type, key)] = (node, trio.current_time() + SHARE_ROUTE_SECONDS)
+                if len(self._routes) >= MAX_ROUTES:  # bounded: the oldest half goes
+                    for old in list(self._routes)[:MAX_ROUTES // 2]:
+                        del self._routes[old]
+                self._routes.pop((key_type, key), None)  # re-inserted: the oldest go first
+                self._routes[(key_type, key)] = (node, trio.current_time() + ROUTE_SECONDS)
                 return node
             return None
 
     async def _ask_coordinator(self, key: str, key_type: int) -> int | None:
-        if self._share_lookup is None:
+        if self._route_lookup is None:
             addresses = [self.addresses[n] for n in sorted(self.open) if n in self.addresses] + self.topics.bootstrap
             if not addresses:
                 raise LookupError("no broker of the cluster is known yet")
-            self._share_lookup = await BrokerConnection.open(addresses[0], self.topics.security)
-            self._share_versions = await self._share_lookup.api_versions()
-        low, high = self._share_versions.get(FIND_COORDINATOR.key, (0, -1))
+            self._route_lookup = await BrokerConnection.open(addresses[0], self.topics.security)
+            self._lookup_versions = await self._route_lookup.api_versions()
+        low, high = self._lookup_versions.get(FIND_COORDINATOR.key, (0, -1))
         version = min(high, FIND_COORDINATOR.request.versions.high)
         if version < max(low, 1):
             raise LookupError(f"the broker serves FindCoordinator v{low}-{high} only")
         if version >= 4:
-            answer = await self._share_lookup.call(FIND_COORDINATOR, version, {"key_type": key_type,
+            answer = await self._route_lookup.call(FIND_COORDINATOR, version, {"key_type": key_type,
                                                                                "coordinator_keys": [key]})
             found = answer.coordinators[0] if answer.coordinators else None
         else:
-            found = answer = await self._share_lookup.call(FIND_COORDINATOR, version, {"key": key,
+            found = answer = await self._route_lookup.call(FIND_COORDINATOR, version, {"key": key,
                                                                                        "key_type": key_type})
         if found is None or found.error_code != ErrorCode.NONE or found.node_id < 0:
             return None
