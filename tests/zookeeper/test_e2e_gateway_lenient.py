@@ -31,6 +31,16 @@ def start_gateway(zookeeper, tmp_path, broker: StandInBroker) -> CoordinatorProc
     return process
 
 
+def gateway_to_fetch_from(zookeeper, tmp_path, answer) -> tuple[StandInBroker, CoordinatorProcess, int]:
+    """A stand-in broker (node 1, Fetch v4-17) whose Fetch answers `answer(header, request)`
+    makes, a gateway in front of it, both started; and the gateway's port for node 1."""
+    broker = StandInBroker({}, {TOPIC: (PARTITIONS, uuid.uuid4())}, node_id=1, advertises={FETCH.key: (4, 17)})
+    broker.raw[FETCH.key] = answer
+    broker.start()
+    process = start_gateway(zookeeper, tmp_path, broker)
+    return broker, process, process.port + process.node_offset + 1
+
+
 def ask(port: int, api, version: int, body: dict, correlation_id: int = 1) -> bytes:
     """One request on a new connection; the answer frame (size included), or b"" if closed."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
@@ -57,12 +67,8 @@ def test_a_fetch_answer_the_walk_cannot_follow_is_passed_on_as_it_came(zookeeper
         sent.append(data)
         return data
 
-    broker = StandInBroker({}, {TOPIC: (PARTITIONS, uuid.uuid4())}, node_id=1, advertises={FETCH.key: (4, 17)})
-    broker.raw[FETCH.key] = fetch_answer
-    broker.start()
-    process = start_gateway(zookeeper, tmp_path, broker)
+    broker, process, port = gateway_to_fetch_from(zookeeper, tmp_path, fetch_answer)
     try:
-        port = process.port + process.node_offset + 1
         for n in range(1, 4):
             assert ask(port, FETCH, version, FETCH_REQUEST, correlation_id=n) == sent[-1]  # every byte as it came
         assert process.metric("groupkeeper_broker_answers_malformed_total", api="Fetch", kind="relayed") == 3

@@ -11,7 +11,6 @@ import os
 import socket
 import struct
 import time
-import uuid
 
 import pytest
 
@@ -20,8 +19,7 @@ from protocol.messages import build
 from protocol.schemas import API_VERSIONS, FETCH
 from tests.pure.test_gateway_rewrite import ENDPOINTS, FETCH_ANSWER, kp_frame, kp_read, project
 from tests.support.clients import read_exactly
-from tests.support.standin_broker import StandInBroker
-from tests.zookeeper.test_e2e_gateway_lenient import FETCH_REQUEST, TOPIC, PARTITIONS, start_gateway
+from tests.zookeeper.test_e2e_gateway_lenient import FETCH_REQUEST, gateway_to_fetch_from
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "splice"), reason="splice(2) is Linux's")
 
@@ -58,12 +56,8 @@ def test_large_record_sets_pass_spliced_in_order_to_a_slow_reader(zookeeper, tmp
         cuts = [0, 3, 40, 1000, 150_000, 600_000, 900_000, len(frame)]  # heads and records cut anywhere
         return [frame[a:b] for a, b in zip(cuts, cuts[1:])]
 
-    broker = StandInBroker({}, {TOPIC: (PARTITIONS, uuid.uuid4())}, node_id=1, advertises={FETCH.key: (4, 17)})
-    broker.raw[FETCH.key] = answer_in_pieces
-    broker.start()
-    process = start_gateway(zookeeper, tmp_path, broker)
+    broker, process, node_port = gateway_to_fetch_from(zookeeper, tmp_path, answer_in_pieces)
     try:
-        node_port = process.port + process.node_offset + 1
         with socket.socket() as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)  # a slow, small reader
             sock.settimeout(60)

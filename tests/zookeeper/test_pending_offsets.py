@@ -27,6 +27,15 @@ class Clock:
         return self.ms
 
 
+async def _loaded(zk, partition: int, nursery, *args, **owning) -> tuple:
+    """The owner of `partition` (as `_owner`, with `owning`) and its pending offsets, loaded
+    (`args`: PendingOffsets' clock and `ended`)."""
+    store = await _owner(zk, partition, nursery, **owning)
+    pending = PendingOffsets(zk, store.fence, store, *args)
+    await pending.load()
+    return store, pending
+
+
 def test_node_names_read_back_whatever_the_names():
     for group, txid in [("g", "t"), ("a@b/c.", "x@y"), ("", ".."), ("ü", "%40")]:
         key = TxnKey(txid, 12, 4)
@@ -40,9 +49,7 @@ async def test_pending_offsets_survive_a_new_owner_and_apply_on_commit_where_new
     clock = Clock()
     try:
         async with trio.open_nursery() as nursery:
-            store = await _owner(zk, partition, nursery)
-            pending = PendingOffsets(zk, store.fence, store, clock)
-            await pending.load()
+            store, pending = await _loaded(zk, partition, nursery, clock)
             await pending.add("g", TX, {("t", 0): (10, 1, "a"), ("t", 1): (20, 1, None)})
             await pending.add("g", TX, {("t", 1): (25, 1, None)})  # the same transaction again: merged
             await pending.add("h", TX, {("t", 0): (5, -1, None)})
@@ -52,9 +59,7 @@ async def test_pending_offsets_survive_a_new_owner_and_apply_on_commit_where_new
             nursery.cancel_scope.cancel()
         # a new owner (the same instance again, a new epoch) loads them
         async with trio.open_nursery() as nursery:
-            store = await _owner(zk, partition, nursery, acquiring=_retake)
-            pending = PendingOffsets(zk, store.fence, store, clock)
-            await pending.load()
+            store, pending = await _loaded(zk, partition, nursery, clock, acquiring=_retake)
             assert set(pending.by_group) == {"g", "h"}
             assert {tp: e[:3] for tp, e in pending.of_group("g")[TX].offsets.items()} == \
                 {("t", 0): (10, 1, "a"), ("t", 1): (25, 1, None)}
@@ -65,9 +70,7 @@ async def test_pending_offsets_survive_a_new_owner_and_apply_on_commit_where_new
             assert not pending.by_group
             nursery.cancel_scope.cancel()
         async with trio.open_nursery() as nursery:  # nothing left behind
-            store = await _owner(zk, partition, nursery, acquiring=_retake)
-            again = PendingOffsets(zk, store.fence, store, clock)
-            await again.load()
+            store, again = await _loaded(zk, partition, nursery, clock, acquiring=_retake)
             assert not again.by_group
             nursery.cancel_scope.cancel()
     finally:
@@ -79,9 +82,7 @@ async def test_aborted_offsets_are_dropped_and_a_later_epoch_fences_an_earlier(z
     zk = await _bridge(zookeeper.connect_string)
     try:
         async with trio.open_nursery() as nursery:
-            store = await _owner(zk, partition, nursery)
-            pending = PendingOffsets(zk, store.fence, store)
-            await pending.load()
+            store, pending = await _loaded(zk, partition, nursery)
             later = TxnKey(TX.transactional_id, TX.producer_id, TX.producer_epoch + 1)
             await pending.add("g", later, {("t", 0): (10, -1, None)})
             assert pending.fenced_by("g", TX) == later and pending.fenced_by("g", later) is None
@@ -98,9 +99,7 @@ async def test_a_former_owner_writes_no_pending_offsets(zookeeper):
     other = await _bridge(zookeeper.connect_string)
     try:
         async with trio.open_nursery() as nursery:
-            store = await _owner(zk, partition, nursery)
-            pending = PendingOffsets(zk, store.fence, store)
-            await pending.load()
+            store, pending = await _loaded(zk, partition, nursery)
             await zk.stop()  # its session ends: another instance takes the group-partition over
             await acquire(other, partition, 2)
             zk2 = await _bridge(zookeeper.connect_string)
@@ -132,9 +131,7 @@ async def test_the_transactions_command_lists_and_describes_what_is_pending(zook
     try:
         await zk.create(layout.config_path(), layout.encode({"group_partitions": 4}), makepath=True)
         async with trio.open_nursery() as nursery:
-            store = await _owner(zk, 2, nursery)
-            pending = PendingOffsets(zk, store.fence, store)
-            await pending.load()
+            _, pending = await _loaded(zk, 2, nursery)
             await pending.add("copier", TX, {("in", 0): (41, 2, None), ("in", 1): (17, 2, "m")},
                               marker_from=lambda: _const(8))
             nursery.cancel_scope.cancel()
@@ -163,9 +160,7 @@ async def test_where_the_markers_start_is_kept_from_the_first_offsets_and_read_b
     zk = await _bridge(zookeeper.connect_string)
     try:
         async with trio.open_nursery() as nursery:
-            store = await _owner(zk, partition, nursery)
-            pending = PendingOffsets(zk, store.fence, store, Clock())
-            await pending.load()
+            store, pending = await _loaded(zk, partition, nursery, Clock())
             asked = []
 
             def at(offset):
@@ -179,9 +174,7 @@ async def test_where_the_markers_start_is_kept_from_the_first_offsets_and_read_b
             await pending.add("h", TX, {("t", 0): (1, -1, None)})  # not known
             nursery.cancel_scope.cancel()
         async with trio.open_nursery() as nursery:
-            store = await _owner(zk, partition, nursery, acquiring=_retake)
-            pending = PendingOffsets(zk, store.fence, store, Clock())
-            await pending.load()
+            store, pending = await _loaded(zk, partition, nursery, Clock(), acquiring=_retake)
             g, h = pending.of_group("g")[TX], pending.of_group("h")[TX]
             assert (g.marker_from, g.scan_from, h.marker_from, h.scan_from) == (42, 42, -1, -1)
             nursery.cancel_scope.cancel()
@@ -203,9 +196,7 @@ async def test_a_transactions_offsets_never_share_an_earlier_ones_outcome(zookee
         return ends.get(zxid)
     try:
         async with trio.open_nursery() as nursery:
-            store = await _owner(zk, partition, nursery)
-            pending = PendingOffsets(zk, store.fence, store, Clock(), ended)
-            await pending.load()
+            store, pending = await _loaded(zk, partition, nursery, Clock(), ended)
             await pending.add("g", TX, {("t", 0): (10, -1, None)})
             t1 = pending.of_group("g")[TX].zxid
             ends[t1] = first_committed  # recorded by a gateway instance; the owner has not acted yet
@@ -237,9 +228,7 @@ async def test_offsets_written_are_known_even_when_their_client_is_gone_mid_writ
     zk = await _bridge(zookeeper.connect_string)
     try:
         async with trio.open_nursery() as nursery:
-            store = await _owner(zk, partition, nursery)
-            pending = PendingOffsets(zk, store.fence, store, Clock())
-            await pending.load()
+            store, pending = await _loaded(zk, partition, nursery, Clock())
             written = trio.Event()
             real_exists = zk.exists
 
