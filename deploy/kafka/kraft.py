@@ -152,6 +152,9 @@ class Node:
         self.controller_port = controller_port
         self.process: subprocess.Popen | None = None
         self.startup_seconds: float | None = None
+        # more plaintext listeners of its own, set before `start()`: name -> (port, the
+        # address it advertises), e.g. one whose clients must come through a relay
+        self.listeners: dict[str, tuple[int, str]] = {}
 
     @property
     def address(self) -> str:
@@ -222,9 +225,15 @@ class KraftCluster:
 
     def _write_config(self, node: Node) -> None:
         node.directory.mkdir(parents=True, exist_ok=True)
+        more = node.listeners.items()
         lines = {**self.settings, "node.id": str(node.node_id),
-                 "listeners": f"PLAINTEXT://{node.host}:{node.port},CONTROLLER://{node.host}:{node.controller_port}",
-                 "advertised.listeners": f"PLAINTEXT://{node.address}",
+                 "listeners": ",".join([f"PLAINTEXT://{node.host}:{node.port}",
+                                        f"CONTROLLER://{node.host}:{node.controller_port}",
+                                        *(f"{name}://{node.host}:{port}" for name, (port, _) in more)]),
+                 "advertised.listeners": ",".join([f"PLAINTEXT://{node.address}",
+                                                   *(f"{name}://{shown}" for name, (_, shown) in more)]),
+                 "listener.security.protocol.map": ",".join([self.settings["listener.security.protocol.map"],
+                                                             *(f"{name}:PLAINTEXT" for name in node.listeners)]),
                  "log.dirs": str(node.directory / "data")}
         node.config.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
         (node.directory / "log4j2.properties").write_text(_LOG4J.format(log=node.log))

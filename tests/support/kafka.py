@@ -15,7 +15,6 @@ there are three.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import time
@@ -24,22 +23,10 @@ from pathlib import Path
 from protocol.schemas import LIST_GROUPS, METADATA
 from tests.support.coordinator_process import CoordinatorProcess, pin_node_ports
 from tools.kafka_admin import NodeConnection, Unreachable
+from tools.kraft import KafkaError, KraftCluster, kraft, run_tool  # noqa: F401 (the tests take them from here)
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_SOURCES = ROOT / "tests" / "kafka" / "java"
-
-
-def _load_kraft():
-    spec = importlib.util.spec_from_file_location("kraft", ROOT / "deploy" / "kafka" / "kraft.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-kraft = _load_kraft()
-KraftCluster = kraft.KraftCluster
-KafkaError = kraft.KafkaError
-run_tool = kraft.run_tool
 FAST = {"metadata_max_age_ms": 500, "group_min_session_timeout_ms": 1000}
 
 

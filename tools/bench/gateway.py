@@ -17,7 +17,15 @@ free ports), one *mode* each:
 Each mode has a broker process of its own, so none reads what another wrote, and it is
 started afresh (in memory: empty) on the same port before each round's produce phase and
 before each latency phase: no phase runs on a log that earlier ones grew (fetch reads what
-its round's produce wrote). The modes take turns: `rounds` rounds, each mode first in one of them, so
+its round's produce wrote).
+
+With `broker` "kafka" (`--broker kafka`), Apache Kafka 4.4 (the reference; one KRaft node
+from the jars `make install` caches, `tools.kraft`) stands behind every mode instead: the
+direct and the gateway's clients reach it on its own listener, the relay's on a second one
+that advertises HAProxy's port. Each phase has a topic of its own, and before the rounds
+each phase is run once directly, unmeasured, so that the JVM has compiled its hot paths.
+Tansu is not Kafka (its Fetch of a consumer at the log's end costs it far more CPU: with
+`beside`, about 0.6 of a core more on this 2-core machine, which shows as queueing in every mode). The modes take turns: `rounds` rounds, each mode first in one of them, so
 that a noisy neighbour on a shared machine spreads over all three. In each round and mode,
 from this process:
 
@@ -43,7 +51,9 @@ A mode's MB/s is its median round's; its latency percentiles are over every roun
 and each round's p50 and p99 are printed beside them (the spread). The targets are issue
 37's, each against HAProxy in the same run: MB/s at least 0.95 of its, p50, p99 and p99.9
 within 0.1, 1 and 3 ms of its, CPU per MB at most 1.5 times its.
-CPU seconds (user + system, from /proc/PID/stat) over each phase, summed over the rounds: of
+CPU seconds (the scheduler's count per thread, /proc/PID/task/TID/schedstat, in nanoseconds:
+/proc/PID/stat's 10 ms ticks are too coarse for a phase of half a second) over each phase,
+summed over the rounds: of
 the relay (HAProxy, or groupkeeper's process, the gateway itself: its ZooKeeper is a process
 apart), of the broker and of this process (the clients). With `profile`, py-spy samples
 groupkeeper's process during the gateway's phases (without --gil, so time in send and recv
@@ -76,7 +86,7 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
-from protocol.schemas import METADATA
+from protocol.schemas import CREATE_TOPICS, METADATA
 from coordinator.store.zkserver import ZooKeeperServer, free_port
 
 from ..kafka_admin import NodeConnection, Unreachable
@@ -84,6 +94,7 @@ from .load import profile as py_spy
 from .process import NotStarted, RunProcess, stop
 
 MODES = ("direct", "relay", "gateway")
+BROKERS = ("tansu", "kafka")
 LABELS = {"direct": "DIRECT", "relay": "RELAY", "gateway": "GATEWAY"}
 TOPIC, LATENCY_TOPIC = "bench-gateway", "bench-gateway-latency"
 HAPROXY_PATHS = ("/usr/sbin/haproxy",)  # Debian's; not on a non-root user's PATH
@@ -117,6 +128,7 @@ class Settings:
     rounds: int = 3  # each mode's phases this many times, the modes interleaved
     profile: str | None = None  # a directory for py-spy's samples of the gateway
     beside: bool = False  # the latency phase with a consumer group and a /metrics scrape beside it
+    broker: str = "tansu"  # one of BROKERS
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -132,10 +144,23 @@ def _preexec():
     return _child if threading.current_thread() is threading.main_thread() else os.setsid
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process `pid` so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _cpu_clock(pid: int) -> dict[int, int]:
+    """Nanoseconds on a CPU of each live thread of `pid` (/proc/PID/task/TID/schedstat, the
+    scheduler's own count): a phase's produce or fetch takes a fraction of a second, which
+    /proc/PID/stat's 10 ms ticks would measure to +-20 %."""
+    clock = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            clock[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):  # the thread ended meanwhile
+            pass
+    return clock
+
+
+def _cpu_between(before: dict[int, int], after: dict[int, int]) -> float:
+    """CPU seconds between two `_cpu_clock`s: each thread's growth, a new one's whole count (a
+    thread that ended meanwhile is not counted: the processes measured keep theirs)."""
+    return sum(ns - before.get(tid, 0) for tid, ns in after.items()) / 1e9
 
 
 def _free_ports(n: int) -> list[int]:
@@ -176,7 +201,10 @@ class _PortTaken(Exception):
 
 class _Tansu:
     """One Tansu broker in memory on `port`, advertising `advertised` (None: its own port; or
-    the relay's)."""
+    the relay's). Started afresh (`restart`, in memory: empty) before each phase that must not
+    run on a log earlier ones grew."""
+
+    restarts = True
 
     def __init__(self, work: Path, name: str, port: int):
         self.cluster_id = f"bench-{name}-{work.name}"  # names the run's directory, as its other processes do
@@ -279,6 +307,79 @@ class _Tansu:
 
     def stop(self) -> None:
         stop(self.process)
+
+
+class _Kafka:
+    """One Apache Kafka 4.4 node (KRaft, a combined broker and controller, from the jars
+    `make install` caches: tools.kraft) for every mode: the direct and the gateway's clients
+    reach it on its own listener, the relay's on a second one ("RELAY", on `relay_listener`)
+    that advertises HAProxy's port. Its log is never restarted: each phase has a topic of its
+    own instead (`restarts` False)."""
+
+    restarts = False
+    HEAP_MB = 1024
+
+    def __init__(self, work: Path, port: int, relay_listener: int, relay_port: int):
+        from ..kraft import KraftCluster
+        self.cluster = KraftCluster(work / "kafka", nodes=1, heap_mb=self.HEAP_MB, port=port)
+        self.cluster.nodes[0].listeners["RELAY"] = (relay_listener, f"127.0.0.1:{relay_port}")
+        self.port = port
+        self.relay_listener = relay_listener
+        self.node_id = 1
+        self.log = self.cluster.nodes[0].log
+
+    def start(self) -> None:
+        from ..kraft import KafkaError
+        try:
+            self.cluster.start(timeout=180)
+        except (KafkaError, OSError) as exc:
+            raise GatewayBenchError(f"Kafka did not start ({exc}); `make install` caches its jars") from None
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                connection = NodeConnection("127.0.0.1", self.port, timeout=2.0)
+                try:
+                    if connection.call(METADATA, {"topics": []}).brokers:
+                        return
+                finally:
+                    connection.close()
+            except Unreachable:
+                pass
+            if time.monotonic() > deadline:
+                raise GatewayBenchError(f"Kafka did not answer Metadata on {self.port} (log: {self.log})")
+            time.sleep(0.1)
+
+    def create_topic(self, name: str, partitions: int, timeout: float = 60.0) -> None:
+        """CreateTopics, then until its Metadata shows every partition led."""
+        connection = NodeConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            made = connection.pipeline(CREATE_TOPICS, 7, [{  # Kafka 4 serves v2-7
+                "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}],
+                "timeout_ms": int(timeout * 1000)}])[0].topics
+            if made[0].error_code != 0:
+                raise GatewayBenchError(f"Kafka's CreateTopics {name}: error {made[0].error_code}")
+            deadline = time.monotonic() + timeout
+            while True:
+                topics = connection.call(METADATA, {"topics": [{"name": name}],
+                                                    "allow_auto_topic_creation": False}).topics
+                shown = [t for t in topics if t.name == name and t.error_code == 0]
+                if shown and len(shown[0].partitions) == partitions and all(p.leader_id >= 0
+                                                                            for p in shown[0].partitions):
+                    return
+                if time.monotonic() > deadline:
+                    raise GatewayBenchError(f"Kafka does not show {name} with {partitions} led partitions")
+                time.sleep(0.05)
+        finally:
+            connection.close()
+
+    @property
+    def pid(self) -> int:
+        return self.cluster.nodes[0].process.pid
+
+    def stop(self) -> None:
+        self.cluster.stop()
 
 
 def haproxy_binary() -> str | None:
@@ -470,7 +571,7 @@ SCRAPE_SECONDS = 1.0  # /metrics scraped this often beside the latency phase (Pr
 
 
 @contextlib.contextmanager
-def _beside(bootstrap: str, group: str, metrics_port: int | None):
+def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None):
     """What runs beside the latency phase with --beside: a librdkafka consumer of the latency
     topic in a group of its own (heartbeats every 100 ms, offsets auto-committed every
     100 ms: the group is the gateway's in its mode, the broker's in the others), and, where
@@ -504,7 +605,7 @@ def _beside(bootstrap: str, group: str, metrics_port: int | None):
             if stop.wait(SCRAPE_SECONDS):
                 return
 
-    consumer.subscribe([LATENCY_TOPIC])
+    consumer.subscribe([topic])
     threads = [threading.Thread(target=consume, daemon=True)]
     if metrics_port is not None:
         threads.append(threading.Thread(target=scrape, daemon=True))
@@ -525,7 +626,7 @@ def _beside(bootstrap: str, group: str, metrics_port: int | None):
         consumer.close()
 
 
-def latency(bootstrap: str, settings: Settings, beside=None) -> dict:
+def latency(bootstrap: str, topic: str, settings: Settings, beside=None) -> dict:
     """`settings.rate` records a second for `settings.seconds`, each timed from `produce()` to
     its delivery callback (served by a thread that waits in `poll()`); "latencies" in seconds.
     `beside`: a context manager run around the timed part (`_beside`), whose counts are kept."""
@@ -551,7 +652,7 @@ def latency(bootstrap: str, settings: Settings, beside=None) -> dict:
     total = max(1, round(settings.rate * settings.seconds))
     thread = threading.Thread(target=poller, daemon=True)
     try:
-        producer.produce(LATENCY_TOPIC, _value(0, pad))  # connections and metadata set up
+        producer.produce(topic, _value(0, pad))  # connections and metadata set up
         if producer.flush(30) != 0:
             raise GatewayBenchError("latency: the first record was not acknowledged within 30 s")
         with beside if beside is not None else contextlib.nullcontext(None) as counts:
@@ -565,7 +666,7 @@ def latency(bootstrap: str, settings: Settings, beside=None) -> dict:
                     time.sleep(due - now)
                 else:
                     behind = max(behind, now - due)
-                producer.produce(LATENCY_TOPIC, _value(i, pad),
+                producer.produce(topic, _value(i, pad),
                                  on_delivery=partial(delivered, time.perf_counter()))
             produced = time.perf_counter() - started
             left = producer.flush(30)
@@ -609,12 +710,12 @@ def _measured(work: Callable[[], dict], relay_pid: int | None, broker_pid: int, 
     with `raw`, py-spy samples the relay (groupkeeper) meanwhile."""
     sampler = _Sampler(relay_pid, raw) if raw is not None and relay_pid is not None else None
     try:
-        relay_before = _cpu_seconds(relay_pid) if relay_pid else None
-        broker_before, client_before = _cpu_seconds(broker_pid), time.process_time()
+        relay_before = _cpu_clock(relay_pid) if relay_pid else None
+        broker_before, client_before = _cpu_clock(broker_pid), time.process_time()
         result = work()
         client = time.process_time() - client_before
-        broker = _cpu_seconds(broker_pid) - broker_before
-        relay = _cpu_seconds(relay_pid) - relay_before if relay_pid else None
+        broker = _cpu_between(broker_before, _cpu_clock(broker_pid))
+        relay = _cpu_between(relay_before, _cpu_clock(relay_pid)) if relay_pid else None
     finally:
         if sampler is not None:
             sampler.stop()
@@ -638,7 +739,7 @@ def _aggregate(rounds: list[dict], settings: Settings) -> dict:
     out: dict = {}
 
     def cpu(entries: list[dict]) -> dict:
-        return {who: (round(sum(e["cpu_s"][who] for e in entries), 2)
+        return {who: (round(sum(e["cpu_s"][who] for e in entries), 4)
                       if all(e["cpu_s"][who] is not None for e in entries) else None)
                 for who in ("relay", "broker", "client")}
 
@@ -715,6 +816,21 @@ def run(settings: Settings) -> dict:
     return result
 
 
+WARM_RECORDS = 300_000  # produced and read back through Kafka before the rounds
+WARM_SECONDS = 6.0  # of the latency phase likewise
+
+
+def _warm(kafka: _Kafka, bootstrap: str, settings: Settings) -> None:
+    """Kafka's JVM compiles its hot paths in its first minutes: each phase once, directly and
+    unmeasured (records of the run's size), so that the first round's mode does not pay for it."""
+    warm = Settings(**{**asdict(settings), "records": WARM_RECORDS, "seconds": WARM_SECONDS})
+    for topic in ("bench-gateway-warm", "bench-gateway-warm-latency"):
+        kafka.create_topic(topic, settings.partitions)
+    produce(bootstrap, "bench-gateway-warm", warm)
+    fetch(bootstrap, "bench-gateway-warm", warm, "bench-warm")
+    latency(bootstrap, "bench-gateway-warm-latency", warm)
+
+
 def _terminated(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -725,33 +841,43 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
     load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:  # stopped in reverse: the gateway, HAProxy, ZooKeeper, the brokers
         ports = _free_ports(len(MODES) + 2)
-        brokers = {mode: _Tansu(work, mode, port) for mode, port in zip(MODES, ports)}
         relay = _HAProxy(work, ports[-2])
-        brokers["relay"].advertised = relay.port  # every byte through the relay
-        for broker in brokers.values():
+        if settings.broker == "kafka":  # one node for all: the relay's clients on a listener of their own
+            kafka = _Kafka(work, ports[0], ports[1], relay.port)
+            brokers = dict.fromkeys(MODES, kafka)
+            relayed_port = kafka.relay_listener
+        else:
+            brokers = {mode: _Tansu(work, mode, port) for mode, port in zip(MODES, ports)}
+            brokers["relay"].advertised = relay.port  # every byte through the relay
+        distinct = list({id(b): b for b in brokers.values()}.values())
+        for broker in distinct:
             stack.callback(broker.stop)
             broker.start()
         zookeeper = ZooKeeperServer(work / "zookeeper", ports[-1])
         stack.callback(zookeeper.stop)
         _start_zookeeper(zookeeper)
-        for broker in brokers.values():
+        for broker in distinct:
             broker.wait_ready()
+        if settings.broker != "kafka":
+            relayed_port = brokers["relay"].port
         stack.callback(relay.stop)
-        relay.start(brokers["relay"].port)
+        relay.start(relayed_port)
         gateway = _Gateway(work, zookeeper.connect_string, brokers["gateway"], metrics=settings.beside)
         stack.callback(gateway.stop)
         gateway.start()
-        topics = [f"{TOPIC}-{r}" for r in range(1, settings.rounds + 1)]
         used: set[str] = set()
 
-        def fresh(mode: str, topic: str) -> _Tansu:
-            """The mode's broker, started afresh unless it is new, with `topic` on it."""
+        def fresh(mode: str, topic: str) -> _Tansu | _Kafka:
+            """The mode's broker, started afresh unless it is new or keeps its log, with `topic`
+            (named for the mode and round: one broker may serve every mode) on it."""
             broker = brokers[mode]
-            if mode in used:
+            if mode in used and broker.restarts:
                 broker.restart()
             used.add(mode)
             broker.create_topic(topic, settings.partitions)
             return broker
+        if settings.broker == "kafka":
+            _warm(kafka, f"127.0.0.1:{kafka.port}", settings)
         paths = {"direct": (f"127.0.0.1:{brokers['direct'].port}", None),
                  "relay": (f"127.0.0.1:{relay.port}", relay.pid),
                  "gateway": (f"127.0.0.1:{gateway.port}", gateway.pid)}
@@ -759,10 +885,10 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
         broken: dict[str, str] = {}
         samples: dict[str, list[Path]] = {"produce": [], "fetch": [], "latency": []}
         for r in range(settings.rounds):
-            topic = topics[r]
             for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:  # each mode first in turn
                 if mode in broken:
                     continue
+                topic, latency_topic = f"{TOPIC}-{mode}-{r + 1}", f"{LATENCY_TOPIC}-{mode}-{r + 1}"
                 bootstrap, relay_pid = paths[mode]
 
                 def raw(phase: str) -> Path | None:
@@ -776,12 +902,12 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                                                   raw("produce")),
                              "fetch": _measured(lambda: fetch(bootstrap, topic, settings, f"bench-{mode}-{r + 1}"),
                                                 relay_pid, broker.pid, raw("fetch"))}
-                    broker = fresh(mode, LATENCY_TOPIC)
-                    beside = (_beside(bootstrap, f"bench-beside-{mode}-{r + 1}",
+                    broker = fresh(mode, latency_topic)
+                    beside = (_beside(bootstrap, latency_topic, f"bench-beside-{mode}-{r + 1}",
                                       gateway.metrics_port if mode == "gateway" else None)
                               if settings.beside else None)
-                    entry["latency"] = _measured(lambda: latency(bootstrap, settings, beside), relay_pid, broker.pid,
-                                                 raw("latency"))
+                    entry["latency"] = _measured(lambda: latency(bootstrap, latency_topic, settings, beside),
+                                                 relay_pid, broker.pid, raw("latency"))
                     rounds[mode].append(entry)
                 except (GatewayBenchError, KafkaException) as exc:  # one broken path does not hide the others'
                     broken[mode] = f"round {r + 1}: {exc}"
@@ -834,7 +960,7 @@ def _report(settings: Settings, modes: dict, load_before: tuple, gateway: _Gatew
                    for m in modes.values())
     return {"settings": asdict(settings), "produce_config": PRODUCE, "latency_config": LATENCY,
             "machine": {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before]},
-            "relay": {"haproxy": relay.binary, "threads": 1},
+            "relay": {"haproxy": relay.binary, "threads": 1}, "broker": settings.broker,
             "gateway": {"port": gateway.port, "node_port": gateway.node_port, "node_id": gateway.node_id,
                         "node_port_offset": gateway.offset},
             "modes": modes, "compared": compared, "targets": targets, "complete": complete}
@@ -859,7 +985,8 @@ def table(result: dict) -> str:
     rows = [textwrap.fill(f"{s['rounds']} rounds, the modes interleaved; each round per mode: {s['records']:,} records of "
             f"{s['size']:,} B into {s['partitions']} partitions (acks=all, linger.ms 5), read back from offset 0 "
             f"(assign()), then {s['rate']:,.0f} records/s for {s['seconds']:g} s (acks=all, linger.ms 0). MB/s: the "
-            "median round; latencies: every round's records pooled. DIRECT: the broker (Tansu); RELAY: HAProxy in "
+            "median round; latencies: every round's records pooled. DIRECT: the broker "
+            f"({'Apache Kafka 4.4, one KRaft node' if s.get('broker') == 'kafka' else 'Tansu'}); RELAY: HAProxy in "
             "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway."
             + (" Beside the latency phase: a consumer group (heartbeats and auto-commits every 100 ms; the "
                "gateway's group in its mode) and, for the gateway, /metrics scraped every second."

@@ -1,0 +1,54 @@
+"""`groupkeeper bench gateway --broker kafka`, tiny: the bench with Apache Kafka 4.4 behind
+every mode (one KRaft node of its own, not the package's cluster: its listeners are the
+bench's), warmed up, a consumer group and a /metrics scrape beside the latency phase. What is
+checked: every record produced was read back in each mode, the relay's clients reached Kafka
+through HAProxy only (its listener advertises HAProxy's port), each figure is there, and
+nothing the bench started outlives it. Never a timed assertion."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.bench.test_bench_gateway import processes_naming
+from tools.bench.gateway import MODES, haproxy_binary
+
+pytestmark = [pytest.mark.conformance,  # `make conformance` (tests/conftest.py)
+              pytest.mark.skipif(haproxy_binary() is None, reason="HAProxy is installed by `make install`")]
+RECORDS = 500
+
+
+def test_every_record_is_read_back_through_every_path_to_kafka(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tools", "bench", "gateway", "--broker", "kafka", "--json",
+                           "--records", str(RECORDS), "--rounds", "1", "--rate", "200", "--seconds", "0.5",
+                           "--beside"],
+                          capture_output=True, text=True, timeout=600, check=False,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    print(json.dumps({m: {p: {k: v for k, v in result["modes"][m][p].items() if k in ("mb_per_s", "p50_ms", "cpu_s")}
+                          for p in ("produce", "fetch", "latency")} for m in MODES}, indent=1))
+    assert result["broker"] == "kafka" and result["complete"]
+    for mode in MODES:
+        figures = result["modes"][mode]
+        assert "error" not in figures, figures.get("error")
+        assert figures["produce"]["records"] == RECORDS and figures["produce"]["failed"] == 0
+        assert figures["fetch"]["read"] == RECORDS and figures["fetch"]["complete"]
+        assert (figures["fetch"]["duplicates"], figures["fetch"]["stray"]) == (0, 0)
+        assert figures["latency"]["delivered"] == figures["latency"]["records"] == 100
+        beside = figures["latency"]["beside"]
+        assert beside["commit_errors"] == 0 and beside["commits"] > 0, beside
+        for phase in ("produce", "fetch", "latency"):
+            cpu = figures[phase]["cpu_s"]
+            assert cpu["broker"] > 0 and cpu["client"] >= 0
+            # the scheduler's nanoseconds, not ticks: a relay that carried the phase shows its CPU
+            assert (cpu["relay"] is None) == (mode == "direct") and (mode == "direct" or cpu["relay"] > 0)
+    assert all(t["value"] is not None for t in result["targets"])
+    token = Path(result["work_dir"]).name
+    assert not Path(result["work_dir"]).exists()
+    assert processes_naming(token) == []  # Kafka, ZooKeeper, HAProxy and groupkeeper stopped
