@@ -7,6 +7,7 @@ the limit is refused as soon as its four bytes arrive, before anything is buffer
 
 from __future__ import annotations
 
+import ctypes
 import struct
 
 from .exceptions import FrameError
@@ -16,6 +17,26 @@ DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes defaul
 
 
 LARGE_FRAME = 64 * 1024  # a frame at least this large gets a buffer of its own, filled in place
+
+
+def _unfilled_bytearray():
+    """A maker of bytearrays whose bytes are not set: `bytearray(n)` writes n zeros, which for
+    a large frame that the socket then fills whole cost as much as the kernel's copy into it
+    (perf: memset 11 % of the gateway's CPU relaying Produce requests of about 1 MB, beside
+    13 % for each of the kernel's two copies). CPython's PyByteArray_FromStringAndSize with no
+    source leaves them as allocated; the standard library offers no other way. A frame is
+    handed out only once every byte of it has been read in, so nothing unset is ever seen.
+    Elsewhere than CPython: zeros, as before."""
+    try:
+        make = ctypes.pythonapi.PyByteArray_FromStringAndSize
+    except (AttributeError, ValueError):
+        return bytearray
+    make.restype = ctypes.py_object
+    make.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
+    return lambda size: make(None, size)
+
+
+unfilled_bytearray = _unfilled_bytearray()
 
 
 class FrameReader:
@@ -72,7 +93,7 @@ class FrameReader:
             end = pos + 4 + size
             if end > end_of_buf:
                 if size >= LARGE_FRAME:  # read on into a buffer of its own
-                    self._large = bytearray(size)
+                    self._large = unfilled_bytearray(size)  # filled below and by the socket
                     self._have = end_of_buf - pos - 4
                     with memoryview(buf) as view:
                         self._large[:self._have] = view[pos + 4:end_of_buf]
