@@ -579,14 +579,18 @@ def bench_security(as_json: bool, seconds: float, profile_dir: str | None) -> No
 @click.option("--broker", type=click.Choice(["tansu", "kafka"]), default="tansu", show_default=True,
               help="The broker behind every mode: Tansu (one each, in memory, restarted before each phase) or "
                    "Apache Kafka 4.4 (one KRaft node for all, warmed up first; `make install` caches its jars).")
+@click.option("--instances", default=1, show_default=True, type=click.IntRange(1, 8),
+              help="Gateway instances (and HAProxy threads); produce and fetch then run in as many client "
+                   "processes at once, the k-th through the k-th instance, on partitions of its own.")
 def bench_gateway(as_json: bool, records: int, size: int, rate: float, seconds: float, partitions: int,
-                  rounds: int, profile_dir: str | None, beside: bool, broker: str) -> None:
+                  rounds: int, profile_dir: str | None, beside: bool, broker: str, instances: int) -> None:
     """The gateway's data path beside a plain TCP relay (HAProxy) and the broker itself (Tansu),
     in one run, with librdkafka clients: produce and fetch MB/s, produce latency at a fixed
     rate, the relay's CPU. Exit status 1 if a mode did not read back every record."""
     from .bench import gateway
     settings = gateway.Settings(records=records, size=size, rate=rate, seconds=seconds, partitions=partitions,
-                                rounds=rounds, profile=profile_dir, beside=beside, broker=broker)
+                                rounds=rounds, profile=profile_dir, beside=beside, broker=broker,
+                                instances=instances)
     result = _run_bench(lambda: gateway.run(settings), gateway.table, as_json, gateway.GatewayBenchError)
     if not result["complete"]:
         raise SystemExit(1)

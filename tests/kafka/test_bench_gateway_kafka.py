@@ -1,9 +1,10 @@
-"""`groupkeeper bench gateway --broker kafka`, tiny: the bench with Apache Kafka 4.4 behind
-every mode (one KRaft node of its own, not the package's cluster: its listeners are the
-bench's), warmed up, a consumer group and a /metrics scrape beside the latency phase. What is
-checked: every record produced was read back in each mode, the relay's clients reached Kafka
-through HAProxy only (its listener advertises HAProxy's port), each figure is there, and
-nothing the bench started outlives it. Never a timed assertion."""
+"""`groupkeeper bench gateway --broker kafka --instances 2`, tiny: the bench with Apache
+Kafka 4.4 behind every mode (one KRaft node of its own, not the package's cluster: its
+listeners are the bench's), warmed up, a consumer group and a /metrics scrape beside the
+latency phase; two gateway instances, HAProxy with two threads, and produce and fetch by two
+client processes, each through an instance of its own. What is checked: every record
+produced was read back in each mode (each process's share by its own consumer), each figure
+is there, and nothing the bench started outlives it. Never a timed assertion."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ RECORDS = 500
 def test_every_record_is_read_back_through_every_path_to_kafka(tmp_path):
     done = subprocess.run([sys.executable, "-m", "tools", "bench", "gateway", "--broker", "kafka", "--json",
                            "--records", str(RECORDS), "--rounds", "1", "--rate", "200", "--seconds", "0.5",
-                           "--beside"],
+                           "--beside", "--instances", "2"],
                           capture_output=True, text=True, timeout=600, check=False,
                           env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -34,10 +35,13 @@ def test_every_record_is_read_back_through_every_path_to_kafka(tmp_path):
     print(json.dumps({m: {p: {k: v for k, v in result["modes"][m][p].items() if k in ("mb_per_s", "p50_ms", "cpu_s")}
                           for p in ("produce", "fetch", "latency")} for m in MODES}, indent=1))
     assert result["broker"] == "kafka" and result["complete"]
+    assert result["instances"] == 2 and result["relay"]["threads"] == 2
+    assert len(result["modes"]["gateway"]["bootstrap"].split(",")) == 2  # an address per instance
     for mode in MODES:
         figures = result["modes"][mode]
         assert "error" not in figures, figures.get("error")
         assert figures["produce"]["records"] == RECORDS and figures["produce"]["failed"] == 0
+        assert [figures["rounds"][0][phase]["processes"] for phase in ("produce", "fetch")] == [2, 2]
         assert figures["fetch"]["read"] == RECORDS and figures["fetch"]["complete"]
         assert (figures["fetch"]["duplicates"], figures["fetch"]["stray"]) == (0, 0)
         assert figures["latency"]["delivered"] == figures["latency"]["records"] == 100
@@ -51,4 +55,4 @@ def test_every_record_is_read_back_through_every_path_to_kafka(tmp_path):
     assert all(t["value"] is not None for t in result["targets"])
     token = Path(result["work_dir"]).name
     assert not Path(result["work_dir"]).exists()
-    assert processes_naming(token) == []  # Kafka, ZooKeeper, HAProxy and groupkeeper stopped
+    assert processes_naming(token) == []  # Kafka, ZooKeeper, HAProxy and both groupkeepers stopped

@@ -129,6 +129,7 @@ class Settings:
     profile: str | None = None  # a directory for py-spy's samples of the gateway
     beside: bool = False  # the latency phase with a consumer group and a /metrics scrape beside it
     broker: str = "tansu"  # one of BROKERS
+    instances: int = 1  # gateway instances, HAProxy threads and client processes of produce and fetch
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -144,16 +145,17 @@ def _preexec():
     return _child if threading.current_thread() is threading.main_thread() else os.setsid
 
 
-def _cpu_clock(pid: int) -> dict[int, int]:
-    """Nanoseconds on a CPU of each live thread of `pid` (/proc/PID/task/TID/schedstat, the
-    scheduler's own count): a phase's produce or fetch takes a fraction of a second, which
-    /proc/PID/stat's 10 ms ticks would measure to +-20 %."""
+def _cpu_clock(*pids: int) -> dict[int, int]:
+    """Nanoseconds on a CPU of each live thread of the processes `pids`
+    (/proc/PID/task/TID/schedstat, the scheduler's own count): a phase's produce or fetch
+    takes a fraction of a second, which /proc/PID/stat's 10 ms ticks would measure to +-20 %."""
     clock = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            clock[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
-        except (OSError, IndexError, ValueError):  # the thread ended meanwhile
-            pass
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                clock[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+            except (OSError, IndexError, ValueError):  # the thread ended meanwhile
+                pass
     return clock
 
 
@@ -388,9 +390,10 @@ def haproxy_binary() -> str | None:
 
 
 class _HAProxy:
-    """HAProxy in tcp mode, one thread, from `port` to the broker's (`start`)."""
+    """HAProxy in tcp mode, `threads` threads, from `port` to the broker's (`start`)."""
 
-    def __init__(self, work: Path, port: int):
+    def __init__(self, work: Path, port: int, threads: int = 1):
+        self.threads = threads
         self.binary = haproxy_binary()
         if self.binary is None:
             raise GatewayBenchError("bench gateway needs HAProxy: Debian's haproxy package (make install)")
@@ -401,7 +404,7 @@ class _HAProxy:
 
     def start(self, target_port: int) -> None:
         self.config.write_text("\n".join([
-            "global", "    nbthread 1", "    maxconn 1000", "",
+            "global", f"    nbthread {self.threads}", "    maxconn 1000", "",
             "defaults", "    mode tcp", "    timeout connect 5s", "    timeout client 10m",
             "    timeout server 10m", "",
             "listen kafka", f"    bind 127.0.0.1:{self.port}", f"    server broker 127.0.0.1:{target_port}", ""]))
@@ -448,19 +451,21 @@ class _Gateway:
     """`groupkeeper run --gateway` in front of `broker`, with ZooKeeper at `zookeeper`. The
     broker's node port is put above the ephemeral range with gateway_node_port_offset."""
 
-    def __init__(self, work: Path, zookeeper: str, broker: _Tansu, metrics: bool = False):
+    def __init__(self, work: Path, zookeeper: str, broker: _Tansu | _Kafka, metrics: bool = False,
+                 instance: int = 0):
+        name = "groupkeeper" if instance == 0 else f"groupkeeper-{instance}"
         self.port = free_port()
         self.metrics_port = free_port() if metrics else None
         self.node_id = broker.node_id
         self.node_port = _node_port(self.port, broker.node_id)
         self.offset = self.node_port - self.port - broker.node_id
-        self.log = work / "groupkeeper.log"
-        config = work / "groupkeeper.toml"
+        self.log = work / f"{name}.log"
+        config = work / f"{name}.toml"
         config.write_text(f"gateway_node_port_offset = {self.offset}\ngateway_max_node_id = {broker.node_id + 10}\n")
         self.run = RunProcess(["--config", str(config), "--gateway", f"127.0.0.1:{broker.port}",
                                "--zookeeper", zookeeper, "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
                                "--metrics-listen", f"127.0.0.1:{self.metrics_port}" if metrics else "",
-                               "--data-dir", str(work / "groupkeeper")])
+                               "--data-dir", str(work / name), "--instance-id", str(instance)])
 
     def start(self, timeout: float = 60.0) -> None:
         try:
@@ -488,9 +493,12 @@ def _value(index: int, pad: bytes) -> bytes:
     return index.to_bytes(8, "big") + pad
 
 
-def produce(bootstrap: str, topic: str, settings: Settings) -> dict:
+def produce(bootstrap: str, topic: str, settings: Settings, first: int = 0, partitions: list[int] | None = None,
+            start_at: float | None = None) -> dict:
     """`settings.records` records into `topic` as fast as librdkafka takes them; the first
-    before the clock starts."""
+    before the clock starts. As one of several client processes (`_spread`): the records'
+    indices from `first`, into `partitions` in turn, the clock started at `start_at`
+    (`time.monotonic()`, the same in every process of the machine)."""
     from confluent_kafka import Producer
 
     failed: list[str] = []
@@ -498,17 +506,22 @@ def produce(bootstrap: str, topic: str, settings: Settings) -> dict:
                          "on_delivery": lambda err, msg: err is not None and failed.append(str(err)),
                          **CLIENT_LOG})
     pad = bytes(settings.size - 8)
+    chosen = partitions or [-1]  # -1: librdkafka's partitioner chooses
     try:
-        producer.produce(topic, _value(0, pad))
+        producer.produce(topic, _value(first, pad), partition=chosen[0])
         if producer.flush(30) != 0:
             raise GatewayBenchError("produce: the first record was not acknowledged within 30 s")
+        if start_at is not None:
+            time.sleep(max(0.0, start_at - time.monotonic()))
+        began = time.monotonic()
         started = time.perf_counter()
         deadline = time.monotonic() + PHASE_TIMEOUT
         for i in range(1, settings.records):
-            value = _value(i, pad)
+            value = _value(first + i, pad)
+            partition = chosen[i % len(chosen)]
             while True:
                 try:
-                    producer.produce(topic, value)
+                    producer.produce(topic, value, partition=partition)
                     break
                 except BufferError:  # its queue is full: wait for acknowledgements
                     producer.poll(0.005)
@@ -524,11 +537,15 @@ def produce(bootstrap: str, topic: str, settings: Settings) -> dict:
         raise GatewayBenchError(f"produce: {left} records not acknowledged in time")
     timed = settings.records - 1
     return {"records": settings.records, "failed": len(failed), "errors": sorted(set(failed))[:5],
-            "seconds": round(elapsed, 3), "mb_per_s": round(timed * settings.size / elapsed / 1e6, 2)}
+            "seconds": round(elapsed, 3), "mb_per_s": round(timed * settings.size / elapsed / 1e6, 2),
+            **({"span": (began, began + elapsed), "bytes": timed * settings.size} if start_at is not None else {})}
 
 
-def fetch(bootstrap: str, topic: str, settings: Settings, group: str) -> dict:
-    """Every record of `topic` back, from offset 0 of each partition, with `assign()`."""
+def fetch(bootstrap: str, topic: str, settings: Settings, group: str, first: int = 0,
+          partitions: list[int] | None = None, start_at: float | None = None) -> dict:
+    """Every record of `topic` back, from offset 0 of each partition, with `assign()`. As one
+    of several client processes (`_spread`): those of `partitions`, whose indices run from
+    `first`, the clock started at `start_at`."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
@@ -537,10 +554,14 @@ def fetch(bootstrap: str, topic: str, settings: Settings, group: str) -> dict:
     seen = bytearray(n)
     distinct = duplicates = stray = errors = read_bytes = 0
     try:
+        if start_at is not None:
+            time.sleep(max(0.0, start_at - time.monotonic()))
+        began = time.monotonic()
         started = time.perf_counter()
         # offset 0, the earliest of a fresh topic, named so that librdkafka need not look it up
         # (OFFSET_BEGINNING's ListOffsets waits on a timer of librdkafka's, about 0.5 s)
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(settings.partitions)])
+        consumer.assign([TopicPartition(topic, p, 0)
+                         for p in (range(settings.partitions) if partitions is None else partitions)])
         deadline = time.monotonic() + PHASE_TIMEOUT
         while distinct < n and time.monotonic() < deadline:
             # no more than are missing: consume() returns once it has that many, or at its timeout
@@ -550,8 +571,8 @@ def fetch(bootstrap: str, topic: str, settings: Settings, group: str) -> dict:
                     continue
                 value = message.value()
                 read_bytes += len(value)
-                index = int.from_bytes(value[:8], "big")
-                if index >= n or len(value) != settings.size:
+                index = int.from_bytes(value[:8], "big") - first
+                if not 0 <= index < n or len(value) != settings.size:
                     stray += 1
                 elif seen[index]:
                     duplicates += 1
@@ -562,7 +583,54 @@ def fetch(bootstrap: str, topic: str, settings: Settings, group: str) -> dict:
     finally:
         consumer.close()
     return {"records": n, "read": distinct, "duplicates": duplicates, "stray": stray, "errors": errors,
-            "complete": distinct == n, "seconds": round(elapsed, 3), "mb_per_s": round(read_bytes / elapsed / 1e6, 2)}
+            "complete": distinct == n, "seconds": round(elapsed, 3), "mb_per_s": round(read_bytes / elapsed / 1e6, 2),
+            **({"span": (began, began + elapsed), "bytes": read_bytes} if start_at is not None else {})}
+
+
+SPREAD_START = 5.0  # seconds from handing a phase to the client processes to its clock's start
+
+
+def _client(phase: str, *args) -> dict:
+    """In a client process: `phase` ("produce" or "fetch") with `args`, and its CPU seconds."""
+    from confluent_kafka import KafkaException
+    before = time.process_time()
+    try:
+        result = (produce if phase == "produce" else fetch)(*args)
+    except KafkaException as exc:  # as the bench's own error, which crosses back to the bench
+        raise GatewayBenchError(f"{phase}: {exc}") from None
+    result["client_cpu_s"] = time.process_time() - before
+    return result
+
+
+def _spread(pool, phase: str, bootstraps: list[str], topic: str, settings: Settings, group: str = "") -> dict:
+    """`phase` by `settings.instances` client processes of `pool` at once, the k-th through
+    `bootstraps[k]` (the gateway's instances; else one address), with a share of the records
+    (indices of its own) and the partitions k, k + n, ...: written there by its producer, read
+    back from there by its consumer. One result: MB/s over the span from the first clock's
+    start to the last one's end, counts summed."""
+    n = settings.instances
+    counts = [settings.records // n + (k < settings.records % n) for k in range(n)]
+    start_at = time.monotonic() + SPREAD_START
+    jobs = []
+    for k in range(n):
+        share = Settings(**{**asdict(settings), "records": counts[k]})
+        args = (bootstraps[k % len(bootstraps)], topic, share) + ((group,) if phase == "fetch" else ())
+        jobs.append(pool.apply_async(_client, (phase, *args, sum(counts[:k]),
+                                               list(range(k, settings.partitions, n)), start_at)))
+    results = [job.get(PHASE_TIMEOUT + 2 * SPREAD_START) for job in jobs]
+    spans = [r.pop("span") for r in results]
+    seconds = max(end for _, end in spans) - min(start for start, _ in spans)
+    moved = sum(r.pop("bytes") for r in results)
+    out = {"records": sum(r["records"] for r in results), "seconds": round(seconds, 3),
+           "mb_per_s": round(moved / seconds / 1e6, 2), "client_cpu_s": sum(r["client_cpu_s"] for r in results),
+           "processes": n}
+    if phase == "produce":
+        out.update(failed=sum(r["failed"] for r in results),
+                   errors=sorted({e for r in results for e in r["errors"]})[:5])
+    else:
+        out.update({key: sum(r[key] for r in results) for key in ("read", "duplicates", "stray", "errors")},
+                   complete=all(r["complete"] for r in results))
+    return out
 
 
 BESIDE_CONSUMER = {"enable.auto.commit": True, "auto.commit.interval.ms": 100, "heartbeat.interval.ms": 100,
@@ -705,17 +773,18 @@ class _Sampler:
                 self.process.wait()
 
 
-def _measured(work: Callable[[], dict], relay_pid: int | None, broker_pid: int, raw: Path | None) -> dict:
-    """`work()`'s result with the CPU seconds of the relay, the broker and this process over it;
-    with `raw`, py-spy samples the relay (groupkeeper) meanwhile."""
-    sampler = _Sampler(relay_pid, raw) if raw is not None and relay_pid is not None else None
+def _measured(work: Callable[[], dict], relay_pids: tuple[int, ...], broker_pid: int, raw: Path | None) -> dict:
+    """`work()`'s result with the CPU seconds of the relay (its processes), the broker and the
+    clients over it (this process's, and what `work` reports of its client processes as
+    "client_cpu_s"); with `raw`, py-spy samples the (first) relay, groupkeeper, meanwhile."""
+    sampler = _Sampler(relay_pids[0], raw) if raw is not None and relay_pids else None
     try:
-        relay_before = _cpu_clock(relay_pid) if relay_pid else None
+        relay_before = _cpu_clock(*relay_pids) if relay_pids else None
         broker_before, client_before = _cpu_clock(broker_pid), time.process_time()
         result = work()
-        client = time.process_time() - client_before
+        client = time.process_time() - client_before + result.pop("client_cpu_s", 0.0)
         broker = _cpu_between(broker_before, _cpu_clock(broker_pid))
-        relay = _cpu_between(relay_before, _cpu_clock(relay_pid)) if relay_pid else None
+        relay = _cpu_between(relay_before, _cpu_clock(*relay_pids)) if relay_pids else None
     finally:
         if sampler is not None:
             sampler.stop()
@@ -791,6 +860,8 @@ def run(settings: Settings) -> dict:
     Ctrl-C and SIGTERM too)."""
     if settings.records < 2 or settings.size < 8 or settings.rounds < 1:
         raise GatewayBenchError("at least 2 records of at least 8 bytes, and a round")
+    if not 1 <= settings.instances <= settings.partitions or settings.records < 2 * settings.instances:
+        raise GatewayBenchError("--instances: from 1 to the partitions' number, with 2 records each at least")
     profile = Path(settings.profile) if settings.profile else None
     if profile is not None:
         profile.mkdir(parents=True, exist_ok=True)
@@ -841,7 +912,7 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
     load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:  # stopped in reverse: the gateway, HAProxy, ZooKeeper, the brokers
         ports = _free_ports(len(MODES) + 2)
-        relay = _HAProxy(work, ports[-2])
+        relay = _HAProxy(work, ports[-2], threads=settings.instances)
         if settings.broker == "kafka":  # one node for all: the relay's clients on a listener of their own
             kafka = _Kafka(work, ports[0], ports[1], relay.port)
             brokers = dict.fromkeys(MODES, kafka)
@@ -862,9 +933,17 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
             relayed_port = brokers["relay"].port
         stack.callback(relay.stop)
         relay.start(relayed_port)
-        gateway = _Gateway(work, zookeeper.connect_string, brokers["gateway"], metrics=settings.beside)
-        stack.callback(gateway.stop)
-        gateway.start()
+        gateways = [_Gateway(work, zookeeper.connect_string, brokers["gateway"], metrics=settings.beside, instance=i)
+                    for i in range(settings.instances)]
+        for gateway in gateways:
+            stack.callback(gateway.stop)
+            gateway.start()
+        gateway = gateways[0]
+        pool = None
+        if settings.instances > 1:  # the clients of produce and fetch in processes of their own
+            import multiprocessing
+            pool = multiprocessing.get_context("spawn").Pool(settings.instances)
+            stack.callback(pool.terminate)
         used: set[str] = set()
 
         def fresh(mode: str, topic: str) -> _Tansu | _Kafka:
@@ -878,9 +957,9 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
             return broker
         if settings.broker == "kafka":
             _warm(kafka, f"127.0.0.1:{kafka.port}", settings)
-        paths = {"direct": (f"127.0.0.1:{brokers['direct'].port}", None),
-                 "relay": (f"127.0.0.1:{relay.port}", relay.pid),
-                 "gateway": (f"127.0.0.1:{gateway.port}", gateway.pid)}
+        paths = {"direct": ([f"127.0.0.1:{brokers['direct'].port}"], ()),
+                 "relay": ([f"127.0.0.1:{relay.port}"], (relay.pid,)),
+                 "gateway": ([f"127.0.0.1:{g.port}" for g in gateways], tuple(g.pid for g in gateways))}
         rounds: dict[str, list[dict]] = {mode: [] for mode in MODES}
         broken: dict[str, str] = {}
         samples: dict[str, list[Path]] = {"produce": [], "fetch": [], "latency": []}
@@ -889,7 +968,8 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                 if mode in broken:
                     continue
                 topic, latency_topic = f"{TOPIC}-{mode}-{r + 1}", f"{LATENCY_TOPIC}-{mode}-{r + 1}"
-                bootstrap, relay_pid = paths[mode]
+                bootstraps, relay_pids = paths[mode]
+                bootstrap = bootstraps[0]  # the latency phase's, and with one instance every phase's
 
                 def raw(phase: str) -> Path | None:
                     if profile is None or mode != "gateway":
@@ -898,22 +978,28 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                     return samples[phase][-1]
                 try:  # each phase on a fresh broker, but fetch: it reads what produce wrote
                     broker = fresh(mode, topic)
-                    entry = {"produce": _measured(lambda: produce(bootstrap, topic, settings), relay_pid, broker.pid,
-                                                  raw("produce")),
-                             "fetch": _measured(lambda: fetch(bootstrap, topic, settings, f"bench-{mode}-{r + 1}"),
-                                                relay_pid, broker.pid, raw("fetch"))}
+                    group = f"bench-{mode}-{r + 1}"
+                    if pool is None:
+                        entry = {"produce": _measured(lambda: produce(bootstrap, topic, settings), relay_pids,
+                                                      broker.pid, raw("produce")),
+                                 "fetch": _measured(lambda: fetch(bootstrap, topic, settings, group),
+                                                    relay_pids, broker.pid, raw("fetch"))}
+                    else:
+                        entry = {phase: _measured(partial(_spread, pool, phase, bootstraps, topic, settings, group),
+                                                  relay_pids, broker.pid, raw(phase))
+                                 for phase in ("produce", "fetch")}
                     broker = fresh(mode, latency_topic)
                     beside = (_beside(bootstrap, latency_topic, f"bench-beside-{mode}-{r + 1}",
                                       gateway.metrics_port if mode == "gateway" else None)
                               if settings.beside else None)
                     entry["latency"] = _measured(lambda: latency(bootstrap, latency_topic, settings, beside),
-                                                 relay_pid, broker.pid, raw("latency"))
+                                                 relay_pids, broker.pid, raw("latency"))
                     rounds[mode].append(entry)
                 except (GatewayBenchError, KafkaException) as exc:  # one broken path does not hide the others'
                     broken[mode] = f"round {r + 1}: {exc}"
         modes = {}
         for mode in MODES:
-            modes[mode] = {"bootstrap": paths[mode][0], **_aggregate(rounds[mode], settings),
+            modes[mode] = {"bootstrap": ",".join(paths[mode][0]), **_aggregate(rounds[mode], settings),
                            "rounds": [{phase: {k: v for k, v in entry.items() if k != "latencies"}
                                        for phase, entry in one.items()} for one in rounds[mode]]}
             if mode in broken:
@@ -960,7 +1046,8 @@ def _report(settings: Settings, modes: dict, load_before: tuple, gateway: _Gatew
                    for m in modes.values())
     return {"settings": asdict(settings), "produce_config": PRODUCE, "latency_config": LATENCY,
             "machine": {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before]},
-            "relay": {"haproxy": relay.binary, "threads": 1}, "broker": settings.broker,
+            "relay": {"haproxy": relay.binary, "threads": relay.threads}, "broker": settings.broker,
+            "instances": settings.instances,
             "gateway": {"port": gateway.port, "node_port": gateway.node_port, "node_id": gateway.node_id,
                         "node_port_offset": gateway.offset},
             "modes": modes, "compared": compared, "targets": targets, "complete": complete}
@@ -990,7 +1077,10 @@ def table(result: dict) -> str:
             "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway."
             + (" Beside the latency phase: a consumer group (heartbeats and auto-commits every 100 ms; the "
                "gateway's group in its mode) and, for the gateway, /metrics scraped every second."
-               if s.get("beside") else ""), 110), ""]
+               if s.get("beside") else "")
+            + (f" {s['instances']} gateway instances and HAProxy threads; produce and fetch by {s['instances']} client "
+               "processes at once, the k-th through the k-th instance, on partitions of its own (MB/s over the span "
+               "of all); latency through the first." if s.get("instances", 1) > 1 else ""), 110), ""]
     rows.append(f"  {'':<36} {'DIRECT':>12} {'RELAY':>12} {'GATEWAY':>12} {'GW/RELAY':>9} {'GW/DIRECT':>9}")
 
     def line(label: str, values: list, fmt: str, compare: str | None) -> None:
