@@ -275,6 +275,7 @@ class GatewayCollector:
         self.sent: Tally[str] = Tally()  # node -> request bytes relayed to it
         self.received: Tally[str] = Tally()  # node -> answer bytes received from it
         self.spliced: Tally[str] = Tally()  # node -> of those, bytes moved to clients by the kernel (splice)
+        self.streamed: Tally[str] = Tally()  # node -> of the request bytes, those moved from clients by the kernel
 
     def relayed(self, api_key: int, node: int | None, size: int) -> None:
         label = "any" if node is None else str(node)
@@ -288,6 +289,9 @@ class GatewayCollector:
         label = "any" if node is None else str(node)
         self.received[label] += size
         self.spliced[label] += size
+
+    def passed(self, node: int | None, size: int) -> None:
+        self.streamed["any" if node is None else str(node)] += size
 
     def collect(self):
         requests = CounterMetricFamily("groupkeeper_gateway_requests",
@@ -308,7 +312,13 @@ class GatewayCollector:
                                       labels=["node"])
         for node, count in sorted(self.spliced.items()):
             spliced.add_metric([node], count)
-        return [requests, moved, spliced]
+        streamed = CounterMetricFamily("groupkeeper_gateway_streamed_bytes",
+                                       "Of the bytes to brokers, those moved from clients' sockets by the kernel "
+                                       "(splice: the rest of large Produce requests, relayed as they arrive, "
+                                       "never held whole), by node.", labels=["node"])
+        for node, count in sorted(self.streamed.items()):
+            streamed.add_metric([node], count)
+        return [requests, moved, spliced, streamed]
 
     def describe(self):
         return []
@@ -319,6 +329,7 @@ REGISTRY.register(GATEWAY_STATS)
 gateway_relayed = GATEWAY_STATS.relayed
 gateway_received = GATEWAY_STATS.answered
 gateway_spliced = GATEWAY_STATS.piped  # counted as received too
+gateway_streamed = GATEWAY_STATS.passed  # counted as sent already (`gateway_relayed`, the request's size)
 
 
 def _error_finder(struct: Struct) -> Callable[[Any], int] | None:

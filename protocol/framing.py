@@ -73,6 +73,24 @@ class FrameReader:
         """`n` bytes were read into `into()`'s view."""
         self._have += n
 
+    def begun(self) -> tuple[int, int] | None:
+        """The large frame being read, if one is: its size, and how many of its bytes came."""
+        return None if self._large is None else (len(self._large), self._have)
+
+    def head(self) -> bytes:
+        """The bytes of the large frame being read that came so far."""
+        with memoryview(self._large) as view:
+            return bytes(view[:self._have])
+
+    def drop(self) -> None:
+        """Forget the large frame being read: its caller takes the rest of it from the stream
+        itself (a relay passing it on as it comes), and feeds what follows it here as usual.
+        Only while nothing after it has been fed: its bytes are read into it alone (`into`)."""
+        if self._buf or self._large is None:
+            raise ValueError("drop(): no large frame being read alone")
+        self._large = None
+        self._have = 0
+
     def frames(self) -> list[bytes]:
         """Every complete frame buffered now, in order (the payloads, without their sizes)."""
         out = []

@@ -20,7 +20,9 @@ broker's, so it stays open and its next relayed request goes to another broker.
 Record sets are spliced: where an answer streaming past has enough record bytes ahead that
 nothing reads (the Fetch walk skips them), the link moves them from the broker's socket to
 its client's by the kernel, through a pipe of its own (`serving.splice`), between plain
-sockets; the client's `Outbox` keeps their place among its other bytes.
+sockets; the client's `Outbox` keeps their place among its other bytes. The other way, a
+large Produce streams (`stream_request`, `forward`): its first bytes as they came, its rest
+as `Piped` entries of the link's `Outbox`, spliced from its client's pipe.
 
 Secured (`gateway_security_protocol`, `BrokerSecurity`): once connected, the link does TLS
 (`TLSSocket`'s client side, driven by the poll loop) and SASL (`security.upstream.Login`:
@@ -54,7 +56,7 @@ from .. import logs, metrics
 from ..security.tls import TLSSocket
 from ..security.upstream import Login, LoginFailed, UpstreamSecurity
 from ..serving.outbox import Outbox
-from ..serving.splice import Pipe
+from ..serving.splice import Pipe, Piped
 
 if TYPE_CHECKING:
     from ..serving.connection import ClientConnection
@@ -90,6 +92,10 @@ class Reports(Protocol):
     def malformed(self, broker: tuple[str, int], api_key: int, kind: str, error: str = "") -> None: ...
 
     def closed(self, link: BrokerLink, reason: str) -> None: ...
+
+    def stream(self, link: BrokerLink, start, size: int): ...  # BrokerLink.stream_request's
+
+    def streamed(self, link: BrokerLink, size: int) -> None: ...  # request bytes moved by the kernel
 
 
 class BrokerSecurity:
@@ -193,6 +199,32 @@ class BrokerLink:
             if self.out and not self.closed:
                 self._watch()
 
+    def stream_request(self, start, size: int):
+        """A request of `size` bytes of which `start` has come, relayed as the rest comes
+        (`forward`): its answer's Pending (None: it has none), or False where it is not
+        (the gateway's `stream` decides; a link not yet through or with TLS never does)."""
+        if self.stage or self.closed or type(self.sock) is not socket.socket:
+            return False
+        return self.gateway.stream(self, start, size)
+
+    def send_start(self, size: int, start, waiting: Waiting | None) -> None:
+        """`send` for a request of `size` bytes of which `start` is all that came: its rest
+        follows with `forward`, before anything else is sent here."""
+        if waiting is not None:
+            self.waiting.append(waiting)
+        self.out.add(_SIZE.pack(size))
+        self.forward(start)
+
+    def forward(self, part) -> None:
+        """The next bytes (or a `Piped`: bytes in its client's pipe) of the request streaming."""
+        self.out.add(part)
+        if type(part) is Piped:
+            self.gateway.streamed(self, part.size)
+        if not self.mask & EPOLLOUT:  # not waiting for room in the socket: now
+            self._flush()
+        if self.out and not self.closed:
+            self._watch()
+
     def _flush(self) -> None:
         try:
             self.out.send(self.sock)
@@ -218,8 +250,8 @@ class BrokerLink:
             if self.closed:
                 return
         self._watch()
-        if not self.out and not self.stage and self.connection.backlog:  # its client waited for room here
-            self.connection.go_on()
+        if not self.out and not self.stage and (self.connection.backlog or self.connection.pass_paused):
+            self.connection.go_on()  # its client waited for room here
 
     def readable(self) -> None:
         if self.stage == TLS:

@@ -90,6 +90,8 @@ class Gateway:
         self._topic_names: dict[bytes, str] = {}  # topic ids (as Fetch v13+ has them) -> names, as looked up
         # (version, listener, broker) -> what rewrites a Produce answer: made once, not per record
         self._produce_rewriters: dict[tuple[int, str, tuple[str, int]], Callable[[bytes], bytes] | None] = {}
+        # Produce requests pass as they arrive (`stream`); off with ACLs (GatewayClusterApi)
+        self.streams_produce = True
         # (version, listener, answer's size) -> (the broker's answer after its correlation id, the
         # coordinator nodes and open nodes then, the rewrite's size prefix and bytes after its correlation id)
         self._metadata_rewrites: dict[tuple[int, str, int], tuple[bytes, list, set[int], bytes, bytes]] = {}
@@ -211,14 +213,7 @@ class Gateway:
         pending = Pending() if pending is None else pending
         listener = connection.client.listener.name
         if api_key == PRODUCE.key and merge is None:  # the data path: its rewriter kept
-            key = (api_version, listener, link.address)
-            try:
-                rewriter = self._produce_rewriters[key]
-            except KeyError:
-                if len(self._produce_rewriters) >= MAX_PRODUCE_REWRITERS:
-                    self._produce_rewriters.clear()
-                rewriter = self._produce_rewriters[key] = self._rewriter(api_key, api_version, listener, None,
-                                                                         link.address)
+            rewriter = self._produce_rewriter(api_version, listener, link)
         else:
             rewriter = self._rewriter(api_key, api_version, listener, merge, link.address)
         if self.transactions is not None and api_key == END_TXN.key:  # answered once its end is recorded
@@ -235,6 +230,41 @@ class Gateway:
                  if api_key == FETCH.key and merge is None and (rewriter is not None or self.log_ends is not None)
                  else None)
         link.send(frame, (pending, correlation_id, rewriter, walks))
+        return pending
+
+    def _produce_rewriter(self, version: int, listener: str, link: BrokerLink):
+        key = (version, listener, link.address)
+        try:
+            return self._produce_rewriters[key]
+        except KeyError:
+            if len(self._produce_rewriters) >= MAX_PRODUCE_REWRITERS:
+                self._produce_rewriters.clear()
+            made = self._produce_rewriters[key] = self._rewriter(PRODUCE.key, version, listener, None, link.address)
+            return made
+
+    def stream(self, link: BrokerLink, start, size: int) -> Pending | None | bool:
+        """A Produce of `size` bytes relayed as it comes, once `start` (its first bytes) has:
+        its records pass on from the client's socket in the order they arrive, never held
+        whole (`BrokerLink.forward`). Only where nothing of the request needs reading past
+        its header: not with ACLs (`streams_produce` False: the topics are authorized, the
+        request perhaps cut), and not for another API. False: read it whole and relay it
+        as any (also while `start` is too short to tell its acks)."""
+        if not self.streams_produce:
+            return False
+        try:
+            api_key, api_version, correlation_id = head(start)
+            if api_key != PRODUCE.key:
+                return False
+            no_answer = produce_acks(start) == 0
+        except ProtocolError:
+            return False
+        metrics.gateway_relayed(api_key, link.node, size)
+        if no_answer:
+            link.send_start(size, start, None)
+            return None
+        pending = Pending()
+        rewriter = self._produce_rewriter(api_version, link.connection.client.listener.name, link)
+        link.send_start(size, start, (pending, correlation_id, rewriter, None))
         return pending
 
     def _walks(self, version: int, listener: str, rewritten: bool) -> Callable[[int], FetchWalk]:
@@ -511,6 +541,9 @@ class Gateway:
 
     def spliced(self, link: BrokerLink, size: int) -> None:
         metrics.gateway_spliced(link.node, size)
+
+    def streamed(self, link: BrokerLink, size: int) -> None:
+        metrics.gateway_streamed(link.node, size)
 
     def closed(self, link: BrokerLink, reason: str) -> None:
         self._links[link.address] -= 1

@@ -11,7 +11,9 @@ those of waiting requests included: a task waits to start, or to make a `Deferre
 until its client has read (see `_room`). A frame that cannot be decoded, a size
 over the limit, or an unknown API closes that connection only, with the reason logged:
 once per burst (`Churn`), so that a client reconnecting in a loop costs a line, not a line
-a connection.
+a connection. A large request its upstream takes as it comes (a Produce through the
+gateway) is not held whole: its rest passes from the socket to the upstream's through a
+pipe of the connection's own (`_stream`, `_pass`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from .. import metrics
 from .interfaces import CloseConnection
 from .outbox import Outbox
 from .pending import Answer, Deferred, Pending
-from .splice import Piped
+from .splice import Pipe, Piped
 
 if TYPE_CHECKING:
     from ..security.client import Client
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from .interfaces import Host, Upstream
 
 READ_SIZE = 65536  # bytes asked of the kernel per read
+STREAM_START = 256  # bytes of a large request that must have come before it may stream (its header)
 _HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
 _CONSUMER_HEARTBEAT = CONSUMER_GROUP_HEARTBEAT.key.to_bytes(2, "big")  # and a ConsumerGroupHeartbeat's
 _KEY_VERSION = struct.Struct(">hh")  # how every request's frame begins: api key, api version
@@ -93,8 +96,8 @@ CHURN = Churn()  # the process's one: a client is the same client on every liste
 class ClientConnection:
     """A Kafka client's connection to this server, as the server sees it."""
     __slots__ = ("backlog", "bytes", "client", "closed", "fd", "gate", "held", "host", "in_flight", "log", "mask",
-                 "out", "reader", "reading_timeout", "replies", "room", "sock", "started", "until", "upstream",
-                 "waiting")
+                 "out", "pass_paused", "passing", "pipe", "reader", "declined", "reading_timeout", "replies", "room", "sock",
+                 "started", "until", "upstream", "waiting")
 
     def __init__(self, host: Host, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
                  gate: SaslGate | TlsGate | None):
@@ -118,6 +121,10 @@ class ClientConnection:
         self.until = math.inf  # when the wait for the next bytes runs out; inf: not waiting (paused)
         self.reading_timeout = False  # whether `until` is the request read timeout (else the idle one)
         self.upstream: Upstream | None = None  # where its relayed requests go (the gateway's), closed with it
+        self.passing = 0  # bytes still to come of the request streaming to its upstream (`_stream`)
+        self.pass_paused = False  # not read until its upstream has taken what it holds of that request
+        self.pipe: Pipe | None = None  # what a streaming request's bytes pass through, once it has streamed
+        self.declined = False  # the large request now arriving is not its upstream's to stream: read whole
         self.closed = False
 
     def arm(self, now: float) -> None:
@@ -132,6 +139,8 @@ class ClientConnection:
             self.until = self.gate.deadline
 
     def readable(self) -> None:
+        if self.passing:
+            return self._pass()
         reader = self.reader
         into = reader.into() if type(self.sock) is socket.socket else None
         try:
@@ -167,8 +176,74 @@ class ClientConnection:
                 self.handle(frames, now)
             else:
                 self.gate.admit(self, frames, now)
+        if self.upstream is not None and type(self.sock) is socket.socket:
+            if frames or reader.begun() is None:  # a large request begun in this read is a new one
+                self.declined = False
+            if not self.declined and reader.begun() is not None and self._stream():
+                return
         if not self.backlog and not self.held and not self.closed:
             self.arm(now)
+
+    def _stream(self) -> bool:
+        """Relay the large request now arriving as its bytes come, if its upstream takes it so
+        (`Upstream.stream_request`: a Produce's, through the gateway without ACLs): its
+        first bytes now, the rest from the socket to the upstream's through a pipe (`_pass`),
+        never held here whole. Whether it did; if not, it is read whole as before."""
+        begun = self.reader.begun()
+        if (begun is None or begun[1] < STREAM_START or self.closed or self.backlog or self.held
+                or self.gate is not None):
+            return False
+        limits, upstream = self.host.limits, self.upstream
+        if (self.bytes > limits.max_queued_reply_bytes or self.in_flight >= limits.max_in_flight
+                or upstream.busy or upstream.closed):
+            return False
+        if self.pipe is None:
+            self.pipe = Pipe.open()
+            if self.pipe is None:  # no splice here, or no pipe left: read whole
+                return False
+        size, have = begun
+        handling = time.perf_counter()
+        try:
+            answer = upstream.stream_request(self.reader.head(), size)
+        except Exception as exc:  # a bug: close this connection, keep serving the others
+            self.fail(-1, exc)
+            return True
+        if answer is False:  # not asked again for this request (its head is not copied at each read)
+            self.declined = True
+            return False
+        self.reader.drop()
+        self.passing = size - have
+        self._awaiting(answer, handling)
+        if not self.closed:
+            self._pass()
+        return True
+
+    def _pass(self) -> None:
+        """The streaming request's next bytes, from the socket into the pipe and on to the
+        upstream, for as long as they come and it has room for them; then the next request."""
+        pipe, upstream = self.pipe, self.upstream
+        while self.passing:
+            if upstream.closed:
+                return self.close("its upstream went away")
+            if upstream.busy or not pipe.room:  # read again once the upstream took it (`go_on`)
+                self.pass_paused = True
+                self.until = math.inf
+                self._watch()
+                return
+            try:
+                piped = pipe.fill(self.fd, self.passing)
+            except BlockingIOError:
+                return
+            except OSError:
+                return self.close("peer went away")
+            if not piped.size:
+                return self.close("closed by peer")
+            self.passing -= piped.size
+            upstream.forward(piped)
+            if self.closed:
+                return
+        self.started = None
+        self.arm(trio.current_time())
 
     def handle(self, frames: list[bytes], now: float) -> None:
         """Handle `frames` in order, up to the first that must wait for the connection to go on."""
@@ -268,13 +343,17 @@ class ClientConnection:
         except Exception as exc:  # a bug: close this connection, keep serving the others
             self.fail(_KEY_VERSION.unpack_from(frame)[0], exc)
             return False
+        self._awaiting(answer, handling)
+        return True
+
+    def _awaiting(self, answer: Pending | None, handling: float) -> None:
+        """A relayed request's answer to come (None: it has none) gets its place in the line."""
         if answer is not None:
             reply = _Reply(None)
             self.replies.append(reply)
             self.in_flight += 1
             answer.place = reply  # where `at_head` and `pass_on` find it, to send it as it arrives
             answer.on_resolved(partial(self._resolved, reply, handling))
-        return True
 
     def at_head(self, place: _Reply) -> bool:
         """Whether the relayed answer to come at `place` is the next to go out: all before it
@@ -397,8 +476,14 @@ class ClientConnection:
             self.arm(now)
 
     def go_on(self) -> None:
-        """Handle the frames it paused at, if it can now (its upstream took its requests)."""
-        if self.backlog and not self.closed:
+        """Handle the frames it paused at, if it can now (its upstream took its requests), or
+        read on the request streaming to it."""
+        if self.pass_paused and not self.closed:
+            self.pass_paused = False
+            self.started = now = trio.current_time()  # the client was not slow: its upstream was
+            self._watch()
+            self.arm(now)
+        elif self.backlog and not self.closed:
             self._go_on()
 
     def flush(self) -> None:
@@ -468,7 +553,7 @@ class ClientConnection:
     def _watch(self) -> None:
         """Wait for what this connection can use: bytes to read unless paused, room to send if
         it has bytes the kernel did not take."""
-        mask = (0 if self.backlog or self.held else EPOLLIN) | (EPOLLOUT if self.out else 0)
+        mask = (0 if self.backlog or self.held or self.pass_paused else EPOLLIN) | (EPOLLOUT if self.out else 0)
         if mask != self.mask and not self.closed:
             self.host.watch(self.fd, mask)
             self.mask = mask
@@ -498,6 +583,9 @@ class ClientConnection:
             self.host.released(held)
         if self.upstream is not None:
             self.upstream.close("client went away")
+        if self.pipe is not None:  # what it holds of a request was its upstream's, gone with it
+            self.pipe.close()
+            self.pipe = None
         folded = CHURN.closed(self.client.host, reason)
         if reason in _PEER_CLOSED:  # the ordinary end of a connection: not worth an operator's line
             self.log.debug("connection closed", reason=reason)

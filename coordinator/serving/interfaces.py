@@ -93,7 +93,20 @@ class Upstream(Protocol):
     def busy(self) -> bool:
         """It holds too much not yet sent on: read no more requests of its connection."""
 
+    @property
+    def closed(self) -> bool: ...
+
     def drained(self) -> None:
         """Its connection's client took its answers: go on with the upstream's."""
+
+    def stream_request(self, start: bytes, size: int):
+        """A request of `size` bytes of which `start` has come, to be relayed as the rest
+        comes (`forward`): its answer's Pending (None: it has none), or False if it will not
+        (the connection then reads it whole). Its connection calls `go_on` once it has room
+        again after it was `busy`."""
+
+    def forward(self, part) -> None:
+        """The next bytes of the request streaming (a `splice.Piped`: bytes in the
+        connection's pipe)."""
 
     def close(self, reason: str) -> None: ...

@@ -247,3 +247,38 @@ def test_a_large_frame_begun_is_read_in_place_and_counted_from_its_size():
     reader.feed(SIZE(1) + b"z")
     got = reader.frames()
     assert got == [b"ab" + b"c" * 99_998, b"z"] and type(got[0]) is bytearray and reader.buffered == 0
+
+
+def test_a_large_frame_begun_may_be_dropped_and_its_rest_taken_elsewhere():
+    """A relay streaming a large frame: its head from the reader, its rest straight from the
+    stream, then frames as before."""
+    big = bytes(range(256)) * ((LARGE_FRAME + 5000) // 256)
+    small = b"after"
+    stream = frame(b"first") + frame(big) + frame(small)
+    reader = FrameReader()
+    reader.feed(stream[:len(frame(b"first")) + 4 + 3000])  # the first whole, the large one begun
+    assert reader.frames() == [b"first"]
+    assert reader.begun() == (len(big), 3000)
+    assert reader.head() == big[:3000]
+    view = reader.into()
+    view[:1000] = big[3000:4000]  # a read in place, as a socket's recv_into
+    reader.filled(1000)
+    assert reader.begun() == (len(big), 4000) and reader.head() == big[:4000]
+    reader.drop()
+    assert reader.begun() is None and reader.into() is None and reader.buffered == 0
+    # the rest of the large frame never reaches the reader; what follows does
+    reader.feed(stream[len(frame(b"first")) + 4 + len(big):])
+    assert reader.frames() == [small]
+
+
+def test_only_a_large_frame_read_alone_may_be_dropped():
+    reader = FrameReader()
+    with pytest.raises(ValueError):
+        reader.drop()  # none begun
+    reader.feed(SIZE(LARGE_FRAME) + b"x" * 10)
+    assert reader.frames() == []
+    reader.feed(b"y" * (LARGE_FRAME - 10) + SIZE(2))  # fed past its end: the next frame's size is here too
+    assert reader.begun() == (LARGE_FRAME, LARGE_FRAME)
+    with pytest.raises(ValueError):  # what follows it came through the reader: it is not the caller's
+        reader.drop()
+    assert [len(f) for f in reader.frames()] == [LARGE_FRAME]
