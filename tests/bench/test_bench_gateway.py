@@ -42,16 +42,22 @@ def processes_naming(token: str) -> list[str]:
     return found
 
 
-def test_every_record_produced_is_read_back_on_every_path(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "tools", "bench", "gateway", "--json", "--records", str(RECORDS),
-                           "--rounds", str(ROUNDS), "--rate", "200", "--seconds", "0.5", "--beside",
-                           "--profile", str(tmp_path / "profile")],
-                          capture_output=True, text=True, timeout=300, check=False,
+def run_bench(tmp_path: Path, *args: str, timeout: float = 300) -> dict:
+    """`groupkeeper bench gateway --json ARGS` with its temporary files under `tmp_path`: its
+    results (a few figures printed for the log), once it has exited 0."""
+    done = subprocess.run([sys.executable, "-m", "tools", "bench", "gateway", "--json", *args],
+                          capture_output=True, text=True, timeout=timeout, check=False,
                           env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
-    print(json.dumps({m: {p: {k: v for k, v in result["modes"][m][p].items() if k in ("mb_per_s", "p50_ms", "p99_ms")}
+    print(json.dumps({m: {p: {k: v for k, v in result["modes"][m][p].items() if k in ("mb_per_s", "p50_ms", "cpu_s")}
                           for p in ("produce", "fetch", "latency")} for m in MODES}, indent=1))
+    return result
+
+
+def test_every_record_produced_is_read_back_on_every_path(tmp_path):
+    result = run_bench(tmp_path, "--records", str(RECORDS), "--rounds", str(ROUNDS), "--rate", "200", "--seconds",
+                       "0.5", "--beside", "--profile", str(tmp_path / "profile"))
     assert result["complete"]
     for mode in MODES:
         figures = result["modes"][mode]

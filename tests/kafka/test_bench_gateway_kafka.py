@@ -8,15 +8,11 @@ is there, and nothing the bench started outlives it. Never a timed assertion."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.bench.test_bench_gateway import processes_naming
+from tests.bench.test_bench_gateway import processes_naming, run_bench
 from tools.bench.gateway import MODES, haproxy_binary
 
 pytestmark = [pytest.mark.conformance,  # `make conformance` (tests/conftest.py)
@@ -25,15 +21,8 @@ RECORDS = 500
 
 
 def test_every_record_is_read_back_through_every_path_to_kafka(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "tools", "bench", "gateway", "--broker", "kafka", "--json",
-                           "--records", str(RECORDS), "--rounds", "1", "--rate", "200", "--seconds", "0.5",
-                           "--beside", "--instances", "2"],
-                          capture_output=True, text=True, timeout=600, check=False,
-                          env={**os.environ, "TMPDIR": str(tmp_path)})
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout)
-    print(json.dumps({m: {p: {k: v for k, v in result["modes"][m][p].items() if k in ("mb_per_s", "p50_ms", "cpu_s")}
-                          for p in ("produce", "fetch", "latency")} for m in MODES}, indent=1))
+    result = run_bench(tmp_path, "--broker", "kafka", "--records", str(RECORDS), "--rounds", "1", "--rate", "200",
+                       "--seconds", "0.5", "--beside", "--instances", "2", timeout=600)
     assert result["broker"] == "kafka" and result["complete"]
     assert result["instances"] == 2 and result["relay"]["threads"] == 2
     assert len(result["modes"]["gateway"]["bootstrap"].split(",")) == 2  # an address per instance
