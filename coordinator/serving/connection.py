@@ -95,9 +95,9 @@ CHURN = Churn()  # the process's one: a client is the same client on every liste
 
 class ClientConnection:
     """A Kafka client's connection to this server, as the server sees it."""
-    __slots__ = ("backlog", "bytes", "client", "closed", "fd", "gate", "held", "host", "in_flight", "log", "mask",
-                 "out", "pass_paused", "passing", "pipe", "reader", "declined", "reading_timeout", "replies", "room", "sock",
-                 "started", "until", "upstream", "waiting")
+    __slots__ = ("backlog", "bytes", "client", "closed", "declined", "fd", "gate", "held", "host", "in_flight", "log",
+                 "mask", "out", "pass_paused", "passing", "pipe", "reader", "reading_timeout", "replies", "room",
+                 "sock", "started", "until", "upstream", "waiting")
 
     def __init__(self, host: Host, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
                  gate: SaslGate | TlsGate | None):
@@ -177,21 +177,21 @@ class ClientConnection:
             else:
                 self.gate.admit(self, frames, now)
         if self.upstream is not None and type(self.sock) is socket.socket:
-            if frames or reader.begun() is None:  # a large request begun in this read is a new one
+            begun = reader.begun()
+            if frames or begun is None:  # a large request begun in this read is a new one
                 self.declined = False
-            if not self.declined and reader.begun() is not None and self._stream():
+            if not self.declined and begun is not None and self._stream(*begun):
                 return
         if not self.backlog and not self.held and not self.closed:
             self.arm(now)
 
-    def _stream(self) -> bool:
-        """Relay the large request now arriving as its bytes come, if its upstream takes it so
-        (`Upstream.stream_request`: a Produce's, through the gateway without ACLs): its
-        first bytes now, the rest from the socket to the upstream's through a pipe (`_pass`),
-        never held here whole. Whether it did; if not, it is read whole as before."""
-        begun = self.reader.begun()
-        if (begun is None or begun[1] < STREAM_START or self.closed or self.backlog or self.held
-                or self.gate is not None):
+    def _stream(self, size: int, have: int) -> bool:
+        """Relay the large request now arriving (`size` bytes, `have` of them come) as its bytes
+        come, if its upstream takes it so (`Upstream.stream_request`: a Produce's, through the
+        gateway without ACLs): its first bytes now, the rest from the socket to the
+        upstream's through a pipe (`_pass`), never held here whole. Whether it did; if not, it
+        is read whole as before."""
+        if have < STREAM_START or self.closed or self.backlog or self.held or self.gate is not None:
             return False
         limits, upstream = self.host.limits, self.upstream
         if (self.bytes > limits.max_queued_reply_bytes or self.in_flight >= limits.max_in_flight
@@ -201,7 +201,6 @@ class ClientConnection:
             self.pipe = Pipe.open()
             if self.pipe is None:  # no splice here, or no pipe left: read whole
                 return False
-        size, have = begun
         handling = time.perf_counter()
         try:
             answer = upstream.stream_request(self.reader.head(), size)

@@ -25,9 +25,18 @@ direct and the gateway's clients reach it on its own listener, the relay's on a 
 that advertises HAProxy's port. Each phase has a topic of its own, and before the rounds
 each phase is run once directly, unmeasured, so that the JVM has compiled its hot paths.
 Tansu is not Kafka (its Fetch of a consumer at the log's end costs it far more CPU: with
-`beside`, about 0.6 of a core more on this 2-core machine, which shows as queueing in every mode). The modes take turns: `rounds` rounds, each mode first in one of them, so
-that a noisy neighbour on a shared machine spreads over all three. In each round and mode,
-from this process:
+`beside`, about 0.6 of a core more on this 2-core machine, which shows as queueing in every
+mode).
+
+With `instances` N above 1 (`--instances N`), the gateway is N instances (one ZooKeeper,
+instance ids of their own) and HAProxy runs N threads; each produce and fetch phase is then
+run by N client processes at once (spawned), the k-th through the k-th instance, on the
+partitions k, k + N, ... with records of its own, MB/s over the span from the first one's
+start to the last one's end; the latency phase goes through the first instance.
+
+The modes take turns: `rounds` rounds, each mode first in one of them, so that a noisy
+neighbour on a shared machine spreads over all three. In each round and mode, from this
+process:
 
 - **produce**: `records` records (`size` bytes each, the first 8 the record's index) into a
   topic of the round with `partitions` partitions, as fast as librdkafka takes them:
@@ -283,25 +292,13 @@ class _Tansu:
                 time.sleep(0.02)
 
     def create_topic(self, name: str, partitions: int, timeout: float = 30.0) -> None:
-        """Tansu's own `topic create`, then until its Metadata shows every partition."""
+        """Tansu's own `topic create`, then until its Metadata shows every partition led."""
         done = subprocess.run([self.binary, "topic", "create", "--broker", f"tcp://127.0.0.1:{self.port}",
                                "--partitions", str(partitions), name],
                               capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode != 0:
             raise GatewayBenchError(f"tansu topic create {name}: {(done.stderr + done.stdout).strip()[-300:]}")
-        deadline = time.monotonic() + timeout
-        while True:
-            connection = NodeConnection("127.0.0.1", self.port, timeout=10.0)
-            try:
-                topics = connection.call(METADATA, {"topics": [{"name": name}],
-                                                    "allow_auto_topic_creation": False}).topics
-            finally:
-                connection.close()
-            if [len(t.partitions) for t in topics if t.name == name and t.error_code == 0] == [partitions]:
-                return
-            if time.monotonic() > deadline:
-                raise GatewayBenchError(f"Tansu ({self.name}) does not show {name} with {partitions} partitions")
-            time.sleep(0.02)
+        _wait_for_topic(self.port, name, partitions, timeout, f"Tansu ({self.name})")
 
     @property
     def pid(self) -> int:
@@ -362,19 +359,9 @@ class _Kafka:
                 "timeout_ms": int(timeout * 1000)}])[0].topics
             if made[0].error_code != 0:
                 raise GatewayBenchError(f"Kafka's CreateTopics {name}: error {made[0].error_code}")
-            deadline = time.monotonic() + timeout
-            while True:
-                topics = connection.call(METADATA, {"topics": [{"name": name}],
-                                                    "allow_auto_topic_creation": False}).topics
-                shown = [t for t in topics if t.name == name and t.error_code == 0]
-                if shown and len(shown[0].partitions) == partitions and all(p.leader_id >= 0
-                                                                            for p in shown[0].partitions):
-                    return
-                if time.monotonic() > deadline:
-                    raise GatewayBenchError(f"Kafka does not show {name} with {partitions} led partitions")
-                time.sleep(0.05)
         finally:
             connection.close()
+        _wait_for_topic(self.port, name, partitions, timeout, "Kafka")
 
     @property
     def pid(self) -> int:
@@ -382,6 +369,24 @@ class _Kafka:
 
     def stop(self) -> None:
         self.cluster.stop()
+
+
+def _wait_for_topic(port: int, name: str, partitions: int, timeout: float, broker: str) -> None:
+    """Until the broker on `port` shows topic `name` in its Metadata with `partitions`
+    partitions, each with a leader (a connection of its own for each look)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        connection = NodeConnection("127.0.0.1", port, timeout=10.0)
+        try:
+            topics = connection.call(METADATA, {"topics": [{"name": name}], "allow_auto_topic_creation": False}).topics
+        finally:
+            connection.close()
+        shown = [t for t in topics if t.name == name and t.error_code == 0]
+        if shown and len(shown[0].partitions) == partitions and all(p.leader_id >= 0 for p in shown[0].partitions):
+            return
+        if time.monotonic() > deadline:
+            raise GatewayBenchError(f"{broker} does not show {name} with {partitions} led partitions")
+        time.sleep(0.02)
 
 
 def haproxy_binary() -> str | None:
