@@ -70,12 +70,25 @@ def librdkafka(options) -> None:
             distinct.add(values[-1])
         progress(len(distinct))
     committed = {}
-    if options.commit and consumer.assignment():
+    rebalancing = {KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+                   KafkaError.STALE_MEMBER_EPOCH, KafkaError._STATE}
+
+    def commit() -> None:
         try:
             consumer.commit(asynchronous=False)
         except KafkaException as error:
-            if error.args[0].code() != KafkaError._NO_OFFSET:  # nothing read since the last commit
+            code = error.args[0].code()
+            if code in rebalancing:
+                raise Rebalancing from error
+            if code != KafkaError._NO_OFFSET:  # nothing read since the last commit
                 raise
+
+    def poll() -> None:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            values.append(message.value().decode())
+
+    if options.commit and commit_at_end(commit, poll, consumer.assignment):
         committed = {f"{p.topic}-{p.partition}": p.offset
                      for p in consumer.committed(consumer.assignment(), timeout=30) if p.offset >= 0}
     say(read=len(values), values=values, committed=committed)
@@ -84,6 +97,7 @@ def librdkafka(options) -> None:
 
 def kafka_python(options) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
+    from kafka.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError, UnknownMemberIdError
 
     config = {"bootstrap_servers": options.bootstrap, "group_id": options.group, "auto_offset_reset": "earliest",
               "enable_auto_commit": bool(options.auto_commit_ms), "session_timeout_ms": options.session_timeout_ms,
@@ -134,8 +148,18 @@ def kafka_python(options) -> None:
             distinct.update(r.value.decode() for r in records)
         progress(len(distinct))
     committed = {}
-    if options.commit and consumer.assignment():
-        consumer.commit()
+
+    def commit() -> None:
+        try:
+            consumer.commit()
+        except (CommitFailedError, RebalanceInProgressError, IllegalGenerationError, UnknownMemberIdError) as error:
+            raise Rebalancing from error
+
+    def poll() -> None:
+        for records in consumer.poll(200).values():
+            values.extend(r.value.decode() for r in records)
+
+    if options.commit and commit_at_end(commit, poll, consumer.assignment):
         for partition in consumer.assignment():
             offset = consumer.committed(partition)
             if offset is not None:
@@ -194,8 +218,7 @@ async def aiokafka_member(options) -> None:
                 distinct.update(r.value.decode() for r in records)
             progress(len(distinct))
         committed = {}
-        if options.commit and consumer.assignment():
-            await consumer.commit()
+        if options.commit and await commit_at_end_async(consumer, values):
             for partition in consumer.assignment():
                 offset = await consumer.committed(partition)
                 if offset is not None:
@@ -203,6 +226,48 @@ async def aiokafka_member(options) -> None:
         say(read=len(values), values=values, committed=committed)
     finally:
         await consumer.stop()  # a static member does not leave the group (aiokafka sends no LeaveGroup)
+
+
+class Rebalancing(Exception):
+    """The last commit met the group rebalancing (another member left as it stopped)."""
+
+
+def commit_at_end(commit, poll, assignment, seconds: float = 60.0) -> bool:
+    """Commits what was read, as an application stopping does: a commit that meets a
+    rebalance is tried again once polls (whose records count as read) have rejoined the
+    group, as the clients' documentation says to. Whether anything was left to commit."""
+    deadline = time.monotonic() + seconds
+    while assignment():
+        try:
+            commit()
+            return True
+        except Rebalancing:
+            if time.monotonic() > deadline:
+                raise
+            say(commit="retried after a rebalance")
+            for _ in range(5):
+                poll()
+    return False
+
+
+async def commit_at_end_async(consumer, values: list[str], seconds: float = 60.0) -> bool:
+    """commit_at_end for aiokafka."""
+    from aiokafka.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError, \
+        UnknownMemberIdError
+
+    deadline = time.monotonic() + seconds
+    while consumer.assignment():
+        try:
+            await consumer.commit()
+            return True
+        except (CommitFailedError, RebalanceInProgressError, IllegalGenerationError, UnknownMemberIdError):
+            if time.monotonic() > deadline:
+                raise
+            say(commit="retried after a rebalance")
+            for _ in range(5):
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    values.extend(r.value.decode() for r in records)
+    return False
 
 
 def known_partitions(consumer, topic: str):

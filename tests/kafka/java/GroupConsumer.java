@@ -17,6 +17,7 @@ import java.util.*;
 import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 public class GroupConsumer {
@@ -105,8 +106,23 @@ public class GroupConsumer {
                 }
             }
             StringBuilder committed = new StringBuilder("{");
+            // a last commit that meets a rebalance (another member left as it stopped) is tried
+            // again once polls have rejoined the group, as the client's documentation says to
+            long commitDeadline = System.nanoTime() + 60_000_000_000L;
+            boolean committing = commit;
+            while (committing && !consumer.assignment().isEmpty()) {
+                try {
+                    consumer.commitSync(Duration.ofSeconds(30));
+                    break;
+                } catch (RebalanceInProgressException | CommitFailedException e) {
+                    if (System.nanoTime() > commitDeadline) throw e;
+                    System.out.println("{\"commit\": \"retried after a rebalance\"}");
+                    for (int i = 0; i < 5; i++)
+                        for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(200)))
+                            values.add(record.value());
+                }
+            }
             if (commit && !consumer.assignment().isEmpty()) {
-                consumer.commitSync(Duration.ofSeconds(30));
                 Map<TopicPartition, OffsetAndMetadata> offsets = consumer.committed(consumer.assignment(), Duration.ofSeconds(30));
                 List<String> entries = new ArrayList<>();
                 for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
