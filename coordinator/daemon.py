@@ -40,7 +40,7 @@ from .gateway.links import BrokerSecurity
 from .gateway.nodes import Gateway
 from .gateway.ports import PortScheme
 from .serving.interfaces import Limits
-from .serving.server import Security, Server
+from .serving.server import WAITS, Security, Server
 from .store import layout, protection
 from .store.blocking import read_digest
 from .store.bridge import ZooKeeperBridge
@@ -90,6 +90,8 @@ async def run(config: dict[str, Any]) -> None:
     if config["group_consumer_migration_policy"] not in POLICIES:
         raise StartupError(f"group_consumer_migration_policy must be one of {', '.join(POLICIES)}, "
                            f"not {config['group_consumer_migration_policy']!r}")
+    if config["serving_wait"] not in WAITS:
+        raise StartupError(f"serving_wait must be one of {', '.join(WAITS)}, not {config['serving_wait']!r}")
     if config["group_consumer_heartbeat_interval_ms"] >= config["group_consumer_session_timeout_ms"]:
         raise StartupError("group_consumer_heartbeat_interval_ms must be less than "
                            "group_consumer_session_timeout_ms")
@@ -322,7 +324,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
             server = Server(api, Limits(
                 config["max_request_bytes"], config["max_connections"], config["connections_max_idle_ms"] / 1000,
                 config["max_connections_per_ip"], config["request_read_timeout_ms"] / 1000,
-                config["max_queued_reply_bytes"]), Security(tls, authentication))
+                config["max_queued_reply_bytes"]), Security(tls, authentication), config["serving_wait"])
             if gateway is not None:
                 gateway.transactions = Recorder(outcomes)  # what it relays of transactions, recorded
                 await nursery.start(gateway.transactions.run)

@@ -582,15 +582,19 @@ def bench_security(as_json: bool, seconds: float, profile_dir: str | None) -> No
 @click.option("--instances", default=1, show_default=True, type=click.IntRange(1, 8),
               help="Gateway instances (and HAProxy threads); produce and fetch then run in as many client "
                    "processes at once, the k-th through the k-th instance, on partitions of its own.")
+@click.option("--serving-wait", type=click.Choice(["trio", "epoll"]), default="trio", show_default=True,
+              help="The gateway's serving_wait: its serving loop waits through trio, or in its own epoll while "
+                   "trio is idle.")
 def bench_gateway(as_json: bool, records: int, size: int, rate: float, seconds: float, partitions: int,
-                  rounds: int, profile_dir: str | None, beside: bool, broker: str, instances: int) -> None:
+                  rounds: int, profile_dir: str | None, beside: bool, broker: str, instances: int,
+                  serving_wait: str) -> None:
     """The gateway's data path beside a plain TCP relay (HAProxy) and the broker itself (Tansu),
     in one run, with librdkafka clients: produce and fetch MB/s, produce latency at a fixed
     rate, the relay's CPU. Exit status 1 if a mode did not read back every record."""
     from .bench import gateway
     settings = gateway.Settings(records=records, size=size, rate=rate, seconds=seconds, partitions=partitions,
                                 rounds=rounds, profile=profile_dir, beside=beside, broker=broker,
-                                instances=instances)
+                                instances=instances, serving_wait=serving_wait)
     result = _run_bench(lambda: gateway.run(settings), gateway.table, as_json, gateway.GatewayBenchError)
     if not result["complete"]:
         raise SystemExit(1)

@@ -4,6 +4,7 @@
 | --- | --- |
 | `interfaces.py` | what the serving layer asks of the API (`Api`) and of the server (`Host`), its `Limits` |
 | `server.py` | `Server`: the listeners, one epoll loop serving every connection, the reaper of idle ones |
+| `trioloop.py` | `TrioLoop`: whether trio has something to run, for a serving loop that waits in its own epoll |
 | `connection.py` | `ClientConnection`: a client's frames handled in order, its answers out in the same order |
 | `pending.py` | `Pending`: an answer that a callback completes |
 | `outbox.py` | `Outbox`: bytes a socket has not taken yet, in order, as the buffers they came in |

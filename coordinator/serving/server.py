@@ -29,6 +29,7 @@ from ..security.sasl import Authentication, SaslGate
 from ..security.tls import TlsGate, TLSSocket
 from .connection import CHURN, ClientConnection
 from .interfaces import Api, Limits, Route
+from .trioloop import TrioLoop
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Security:
 
 
 ACCEPT_BACKOFF = (0.01, 1.0)  # seconds: first and longest pause after accept() failed for want of resources
+WAITS = ("trio", "epoll")  # the poll loop's ways to wait: through trio, or in its own epoll while trio is idle
 POLL_EVENTS = 256  # sockets served per turn of the poll loop, before the other tasks run
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _HANG_UP = select.EPOLLHUP | select.EPOLLERR
@@ -69,8 +71,9 @@ _TRIM = _malloc_trim()
 class Server:
     """The `interfaces.Host` of its connections."""
 
-    def __init__(self, api: Api, limits: Limits, security: Security = Security()):
+    def __init__(self, api: Api, limits: Limits, security: Security = Security(), wait: str = "trio"):
         self.api = api
+        self.wait = wait  # one of WAITS: how the poll loop waits for its sockets
         self.limits = limits
         self.security = security
         self.by_address: Counter[str] = Counter()
@@ -87,6 +90,7 @@ class Server:
         self._deadline = math.inf  # when connections still open at shutdown are closed
         self._all_closed = trio.Event()
         self._released = 0  # bytes closing connections dropped since memory was last trimmed
+        self.waits_alone = False  # whether the poll loop waits in its own epoll while trio is idle (`trioloop`)
 
     async def serve(self, listeners: list[tuple[trio.SocketListener, Listener]],
                     task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -236,25 +240,57 @@ class Server:
         self._released += size
 
     async def _poll(self) -> None:
-        """Serve the sockets that are ready, a turn at a time, for ever."""
-        epoll, connections = self._epoll, self._sockets
-        while True:
-            await trio.lowlevel.wait_readable(epoll.fileno())
-            for fd, events in epoll.poll(0, POLL_EVENTS):
-                connection = connections.get(fd)
-                if connection is None:  # closed earlier in this turn
-                    continue
-                try:
-                    if events & select.EPOLLOUT:
-                        connection.writable()
-                    if events & ~select.EPOLLOUT and not connection.closed:
-                        if connection.mask & select.EPOLLIN:
-                            connection.readable()
-                        elif events & _HANG_UP:  # paused and nothing to send: only this tells it is gone
-                            connection.close("peer went away")
-                except Exception as exc:  # a bug: close this connection, keep serving the others
-                    connection.log.error("connection failed", exc_info=exc)
-                    connection.close("connection failed")
+        """Serve the sockets that are ready, a turn at a time, for ever: through trio's
+        `wait_readable`, or with `wait` "epoll" in the server's own epoll while trio has
+        nothing to run (`trioloop`)."""
+        epoll = self._epoll
+        loop = TrioLoop.claim() if self.wait == "epoll" else None
+        if loop is None:
+            while True:
+                await trio.lowlevel.wait_readable(epoll.fileno())
+                self._serve(epoll.poll(0, POLL_EVENTS))
+        try:
+            await loop.settle()
+            epoll.register(loop.fd, select.EPOLLIN)
+            trio_fd, self.waits_alone = loop.fd, True
+            while True:
+                timeout = loop.timeout()
+                if timeout is None:  # trio has work: it runs first, then the sockets ready meanwhile
+                    await trio.lowlevel.checkpoint()
+                    timeout = 0
+                elif loop.watched:  # a test waits for all tasks blocked: wait through trio
+                    epoll.unregister(trio_fd)  # (an epoll set may not hold one that holds it)
+                    try:
+                        await trio.lowlevel.wait_readable(epoll.fileno())
+                    finally:  # out of trio's set (which keeps what it waited for) before trio's is in ours
+                        trio.lowlevel.notify_closing(epoll.fileno())
+                        epoll.register(trio_fd, select.EPOLLIN)
+                    timeout = 0
+                if self._serve(epoll.poll(timeout, POLL_EVENTS), trio_fd):
+                    await trio.lowlevel.checkpoint()  # trio's sockets, a thread's callback or a signal
+        finally:
+            loop.release()
+
+    def _serve(self, ready: list[tuple[int, int]], trio_fd: int = -1) -> bool:
+        """Serve the sockets `ready` (epoll's events); whether trio's epoll was among them."""
+        connections, trio_ready = self._sockets, False
+        for fd, events in ready:
+            connection = connections.get(fd)
+            if connection is None:  # closed earlier in this turn, or trio's epoll
+                trio_ready = trio_ready or fd == trio_fd
+                continue
+            try:
+                if events & select.EPOLLOUT:
+                    connection.writable()
+                if events & ~select.EPOLLOUT and not connection.closed:
+                    if connection.mask & select.EPOLLIN:
+                        connection.readable()
+                    elif events & _HANG_UP:  # paused and nothing to send: only this tells it is gone
+                        connection.close("peer went away")
+            except Exception as exc:  # a bug: close this connection, keep serving the others
+                connection.log.error("connection failed", exc_info=exc)
+                connection.close("connection failed")
+        return trio_ready
 
     async def _reap(self) -> None:
         """Close the connections idle too long, or whose request trickles in too slowly: one

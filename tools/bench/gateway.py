@@ -139,6 +139,7 @@ class Settings:
     beside: bool = False  # the latency phase with a consumer group and a /metrics scrape beside it
     broker: str = "tansu"  # one of BROKERS
     instances: int = 1  # gateway instances, HAProxy threads and client processes of produce and fetch
+    serving_wait: str = "trio"  # the gateway's serving_wait
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -457,7 +458,7 @@ class _Gateway:
     broker's node port is put above the ephemeral range with gateway_node_port_offset."""
 
     def __init__(self, work: Path, zookeeper: str, broker: _Tansu | _Kafka, metrics: bool = False,
-                 instance: int = 0):
+                 instance: int = 0, serving_wait: str = "trio"):
         name = "groupkeeper" if instance == 0 else f"groupkeeper-{instance}"
         self.port = free_port()
         self.metrics_port = free_port() if metrics else None
@@ -466,7 +467,8 @@ class _Gateway:
         self.offset = self.node_port - self.port - broker.node_id
         self.log = work / f"{name}.log"
         config = work / f"{name}.toml"
-        config.write_text(f"gateway_node_port_offset = {self.offset}\ngateway_max_node_id = {broker.node_id + 10}\n")
+        config.write_text(f"gateway_node_port_offset = {self.offset}\ngateway_max_node_id = {broker.node_id + 10}\n"
+                          f"serving_wait = \"{serving_wait}\"\n")
         self.run = RunProcess(["--config", str(config), "--gateway", f"127.0.0.1:{broker.port}",
                                "--zookeeper", zookeeper, "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
                                "--metrics-listen", f"127.0.0.1:{self.metrics_port}" if metrics else "",
@@ -938,7 +940,8 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
             relayed_port = brokers["relay"].port
         stack.callback(relay.stop)
         relay.start(relayed_port)
-        gateways = [_Gateway(work, zookeeper.connect_string, brokers["gateway"], metrics=settings.beside, instance=i)
+        gateways = [_Gateway(work, zookeeper.connect_string, brokers["gateway"], metrics=settings.beside, instance=i,
+                             serving_wait=settings.serving_wait)
                     for i in range(settings.instances)]
         for gateway in gateways:
             stack.callback(gateway.stop)
@@ -1079,7 +1082,8 @@ def table(result: dict) -> str:
             f"(assign()), then {s['rate']:,.0f} records/s for {s['seconds']:g} s (acks=all, linger.ms 0). MB/s: the "
             "median round; latencies: every round's records pooled. DIRECT: the broker "
             f"({'Apache Kafka 4.4, one KRaft node' if s.get('broker') == 'kafka' else 'Tansu'}); RELAY: HAProxy in "
-            "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway."
+            "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway"
+            + (" (serving_wait epoll)." if s.get("serving_wait") == "epoll" else ".")
             + (" Beside the latency phase: a consumer group (heartbeats and auto-commits every 100 ms; the "
                "gateway's group in its mode) and, for the gateway, /metrics scraped every second."
                if s.get("beside") else "")
