@@ -585,16 +585,19 @@ def bench_security(as_json: bool, seconds: float, profile_dir: str | None) -> No
 @click.option("--serving-wait", type=click.Choice(["trio", "epoll"]), default="trio", show_default=True,
               help="The gateway's serving_wait: its serving loop waits through trio, or in its own epoll while "
                    "trio is idle.")
+@click.option("--tls", is_flag=True,
+              help="The clients of HAProxy and of the gateway connect over TLS, which each terminates (a CA and "
+                   "a certificate made for the run); the broker itself stays plaintext.")
 def bench_gateway(as_json: bool, records: int, size: int, rate: float, seconds: float, partitions: int,
                   rounds: int, profile_dir: str | None, beside: bool, broker: str, instances: int,
-                  serving_wait: str) -> None:
+                  serving_wait: str, tls: bool) -> None:
     """The gateway's data path beside a plain TCP relay (HAProxy) and the broker itself (Tansu),
     in one run, with librdkafka clients: produce and fetch MB/s, produce latency at a fixed
     rate, the relay's CPU. Exit status 1 if a mode did not read back every record."""
     from .bench import gateway
     settings = gateway.Settings(records=records, size=size, rate=rate, seconds=seconds, partitions=partitions,
                                 rounds=rounds, profile=profile_dir, beside=beside, broker=broker,
-                                instances=instances, serving_wait=serving_wait)
+                                instances=instances, serving_wait=serving_wait, tls=tls)
     result = _run_bench(lambda: gateway.run(settings), gateway.table, as_json, gateway.GatewayBenchError)
     if not result["complete"]:
         raise SystemExit(1)

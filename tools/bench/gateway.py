@@ -91,7 +91,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -140,6 +140,8 @@ class Settings:
     broker: str = "tansu"  # one of BROKERS
     instances: int = 1  # gateway instances, HAProxy threads and client processes of produce and fetch
     serving_wait: str = "trio"  # the gateway's serving_wait
+    tls: bool = False  # clients reach HAProxy and the gateway over TLS, which they terminate (DIRECT stays plain)
+    ca: str = ""  # what a mode's clients trust over TLS (set per mode by the run); "": plaintext
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -398,8 +400,9 @@ def haproxy_binary() -> str | None:
 class _HAProxy:
     """HAProxy in tcp mode, `threads` threads, from `port` to the broker's (`start`)."""
 
-    def __init__(self, work: Path, port: int, threads: int = 1):
+    def __init__(self, work: Path, port: int, threads: int = 1, pem: str | None = None):
         self.threads = threads
+        self.pem = pem  # certificate and key: it terminates TLS
         self.binary = haproxy_binary()
         if self.binary is None:
             raise GatewayBenchError("bench gateway needs HAProxy: Debian's haproxy package (make install)")
@@ -413,7 +416,8 @@ class _HAProxy:
             "global", f"    nbthread {self.threads}", "    maxconn 1000", "",
             "defaults", "    mode tcp", "    timeout connect 5s", "    timeout client 10m",
             "    timeout server 10m", "",
-            "listen kafka", f"    bind 127.0.0.1:{self.port}", f"    server broker 127.0.0.1:{target_port}", ""]))
+            "listen kafka", f"    bind 127.0.0.1:{self.port}" + (f" ssl crt {self.pem}" if self.pem else ""),
+            f"    server broker 127.0.0.1:{target_port}", ""]))
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen([self.binary, "-db", "-f", str(self.config)], stdin=subprocess.DEVNULL,
                                             stdout=log, stderr=log, preexec_fn=_preexec())
@@ -458,7 +462,7 @@ class _Gateway:
     broker's node port is put above the ephemeral range with gateway_node_port_offset."""
 
     def __init__(self, work: Path, zookeeper: str, broker: _Tansu | _Kafka, metrics: bool = False,
-                 instance: int = 0, serving_wait: str = "trio"):
+                 instance: int = 0, serving_wait: str = "trio", tls: tuple[str, str] | None = None):
         name = "groupkeeper" if instance == 0 else f"groupkeeper-{instance}"
         self.port = free_port()
         self.metrics_port = free_port() if metrics else None
@@ -468,9 +472,11 @@ class _Gateway:
         self.log = work / f"{name}.log"
         config = work / f"{name}.toml"
         config.write_text(f"gateway_node_port_offset = {self.offset}\ngateway_max_node_id = {broker.node_id + 10}\n"
-                          f"serving_wait = \"{serving_wait}\"\n")
+                          f"serving_wait = \"{serving_wait}\"\n"
+                          + (f"ssl_certfile = \"{tls[0]}\"\nssl_keyfile = \"{tls[1]}\"\n" if tls else ""))
         self.run = RunProcess(["--config", str(config), "--gateway", f"127.0.0.1:{broker.port}",
-                               "--zookeeper", zookeeper, "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
+                               "--zookeeper", zookeeper,
+                               "--listeners", f"{'SSL' if tls else 'PLAINTEXT'}://127.0.0.1:{self.port}",
                                "--metrics-listen", f"127.0.0.1:{self.metrics_port}" if metrics else "",
                                "--data-dir", str(work / name), "--instance-id", str(instance)])
 
@@ -496,6 +502,11 @@ class _Gateway:
 
 # -- the phases ------------------------------------------------------------------------------------
 
+def _security(settings: Settings) -> dict:
+    """A client's configuration for its mode: TLS where the mode's settings name a CA."""
+    return {"security.protocol": "SSL", "ssl.ca.location": settings.ca} if settings.ca else {}
+
+
 def _value(index: int, pad: bytes) -> bytes:
     return index.to_bytes(8, "big") + pad
 
@@ -509,7 +520,7 @@ def produce(bootstrap: str, topic: str, settings: Settings, first: int = 0, part
     from confluent_kafka import Producer
 
     failed: list[str] = []
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCE, "delivery.report.only.error": True,
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCE, **_security(settings), "delivery.report.only.error": True,
                          "on_delivery": lambda err, msg: err is not None and failed.append(str(err)),
                          **CLIENT_LOG})
     pad = bytes(settings.size - 8)
@@ -556,7 +567,7 @@ def fetch(bootstrap: str, topic: str, settings: Settings, group: str, first: int
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "enable.auto.offset.store": False, **CLIENT_LOG})
+                         "enable.auto.offset.store": False, **_security(settings), **CLIENT_LOG})
     n = settings.records
     seen = bytearray(n)
     distinct = duplicates = stray = errors = read_bytes = 0
@@ -646,7 +657,7 @@ SCRAPE_SECONDS = 1.0  # /metrics scraped this often beside the latency phase (Pr
 
 
 @contextlib.contextmanager
-def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None):
+def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None, security: dict | None = None):
     """What runs beside the latency phase with --beside: a librdkafka consumer of the latency
     topic in a group of its own (heartbeats every 100 ms, offsets auto-committed every
     100 ms: the group is the gateway's in its mode, the broker's in the others), and, where
@@ -662,7 +673,7 @@ def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None):
         counts["commit_errors" if err is not None else "commits"] += 1
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **BESIDE_CONSUMER,
-                         "on_commit": committed, **CLIENT_LOG})
+                         "on_commit": committed, **(security or {}), **CLIENT_LOG})
     stop = threading.Event()
 
     def consume() -> None:
@@ -707,7 +718,7 @@ def latency(bootstrap: str, topic: str, settings: Settings, beside=None) -> dict
     `beside`: a context manager run around the timed part (`_beside`), whose counts are kept."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, **LATENCY, **CLIENT_LOG})
+    producer = Producer({"bootstrap.servers": bootstrap, **LATENCY, **_security(settings), **CLIENT_LOG})
     pad = bytes(settings.size - 8)
     latencies: list[float] = []
     failed: list[str] = []
@@ -919,7 +930,15 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
     load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:  # stopped in reverse: the gateway, HAProxy, ZooKeeper, the brokers
         ports = _free_ports(len(MODES) + 2)
-        relay = _HAProxy(work, ports[-2], threads=settings.instances)
+        tls, by_mode = None, dict.fromkeys(MODES, settings)  # the settings each mode's clients run with
+        if settings.tls:  # a CA for the run, and the certificate it signed for 127.0.0.1
+            from .security import _certificates
+            ca, cert, key = _certificates(work)
+            tls = (cert, key)
+            pem = work / "haproxy.pem"
+            pem.write_bytes(Path(cert).read_bytes() + Path(key).read_bytes())
+            by_mode.update(relay=replace(settings, ca=ca), gateway=replace(settings, ca=ca))
+        relay = _HAProxy(work, ports[-2], threads=settings.instances, pem=str(pem) if tls else None)
         if settings.broker == "kafka":  # one node for all: the relay's clients on a listener of their own
             kafka = _Kafka(work, ports[0], ports[1], relay.port)
             brokers = dict.fromkeys(MODES, kafka)
@@ -941,7 +960,7 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
         stack.callback(relay.stop)
         relay.start(relayed_port)
         gateways = [_Gateway(work, zookeeper.connect_string, brokers["gateway"], metrics=settings.beside, instance=i,
-                             serving_wait=settings.serving_wait)
+                             serving_wait=settings.serving_wait, tls=tls)
                     for i in range(settings.instances)]
         for gateway in gateways:
             stack.callback(gateway.stop)
@@ -978,6 +997,7 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                 topic, latency_topic = f"{TOPIC}-{mode}-{r + 1}", f"{LATENCY_TOPIC}-{mode}-{r + 1}"
                 bootstraps, relay_pids = paths[mode]
                 bootstrap = bootstraps[0]  # the latency phase's, and with one instance every phase's
+                clients = by_mode[mode]  # with the CA of its TLS, where it has TLS
 
                 def raw(phase: str) -> Path | None:
                     if profile is None or mode != "gateway":
@@ -988,19 +1008,19 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                     broker = fresh(mode, topic)
                     group = f"bench-{mode}-{r + 1}"
                     if pool is None:
-                        entry = {"produce": _measured(lambda: produce(bootstrap, topic, settings), relay_pids,
+                        entry = {"produce": _measured(lambda: produce(bootstrap, topic, clients), relay_pids,
                                                       broker.pid, raw("produce")),
-                                 "fetch": _measured(lambda: fetch(bootstrap, topic, settings, group),
+                                 "fetch": _measured(lambda: fetch(bootstrap, topic, clients, group),
                                                     relay_pids, broker.pid, raw("fetch"))}
                     else:
-                        entry = {phase: _measured(partial(_spread, pool, phase, bootstraps, topic, settings, group),
+                        entry = {phase: _measured(partial(_spread, pool, phase, bootstraps, topic, clients, group),
                                                   relay_pids, broker.pid, raw(phase))
                                  for phase in ("produce", "fetch")}
                     broker = fresh(mode, latency_topic)
                     beside = (_beside(bootstrap, latency_topic, f"bench-beside-{mode}-{r + 1}",
-                                      gateway.metrics_port if mode == "gateway" else None)
+                                      gateway.metrics_port if mode == "gateway" else None, _security(clients))
                               if settings.beside else None)
-                    entry["latency"] = _measured(lambda: latency(bootstrap, latency_topic, settings, beside),
+                    entry["latency"] = _measured(lambda: latency(bootstrap, latency_topic, clients, beside),
                                                  relay_pids, broker.pid, raw("latency"))
                     rounds[mode].append(entry)
                 except (GatewayBenchError, KafkaException) as exc:  # one broken path does not hide the others'
@@ -1084,6 +1104,8 @@ def table(result: dict) -> str:
             f"({'Apache Kafka 4.4, one KRaft node' if s.get('broker') == 'kafka' else 'Tansu'}); RELAY: HAProxy in "
             "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway"
             + (" (serving_wait epoll)." if s.get("serving_wait") == "epoll" else ".")
+            + (" TLS: the clients of RELAY and GATEWAY connect over TLS, which HAProxy and the gateway terminate "
+               "(each to the broker in plaintext); DIRECT stays plaintext." if s.get("tls") else "")
             + (" Beside the latency phase: a consumer group (heartbeats and auto-commits every 100 ms; the "
                "gateway's group in its mode) and, for the gateway, /metrics scraped every second."
                if s.get("beside") else "")
