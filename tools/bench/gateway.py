@@ -520,7 +520,8 @@ def produce(bootstrap: str, topic: str, settings: Settings, first: int = 0, part
     from confluent_kafka import Producer
 
     failed: list[str] = []
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCE, **_security(settings), "delivery.report.only.error": True,
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCE, **_security(settings),
+                         "delivery.report.only.error": True,
                          "on_delivery": lambda err, msg: err is not None and failed.append(str(err)),
                          **CLIENT_LOG})
     pad = bytes(settings.size - 8)
@@ -930,15 +931,15 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
     load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:  # stopped in reverse: the gateway, HAProxy, ZooKeeper, the brokers
         ports = _free_ports(len(MODES) + 2)
-        tls, by_mode = None, dict.fromkeys(MODES, settings)  # the settings each mode's clients run with
+        tls, pem, by_mode = None, None, dict.fromkeys(MODES, settings)  # the settings each mode's clients run with
         if settings.tls:  # a CA for the run, and the certificate it signed for 127.0.0.1
             from .security import _certificates
             ca, cert, key = _certificates(work)
             tls = (cert, key)
-            pem = work / "haproxy.pem"
-            pem.write_bytes(Path(cert).read_bytes() + Path(key).read_bytes())
+            pem = str(work / "haproxy.pem")
+            Path(pem).write_bytes(Path(cert).read_bytes() + Path(key).read_bytes())
             by_mode.update(relay=replace(settings, ca=ca), gateway=replace(settings, ca=ca))
-        relay = _HAProxy(work, ports[-2], threads=settings.instances, pem=str(pem) if tls else None)
+        relay = _HAProxy(work, ports[-2], threads=settings.instances, pem=pem)
         if settings.broker == "kafka":  # one node for all: the relay's clients on a listener of their own
             kafka = _Kafka(work, ports[0], ports[1], relay.port)
             brokers = dict.fromkeys(MODES, kafka)

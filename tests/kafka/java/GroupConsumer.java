@@ -109,8 +109,7 @@ public class GroupConsumer {
             // a last commit that meets a rebalance (another member left as it stopped) is tried
             // again once polls have rejoined the group, as the client's documentation says to
             long commitDeadline = System.nanoTime() + 60_000_000_000L;
-            boolean committing = commit;
-            while (committing && !consumer.assignment().isEmpty()) {
+            while (commit && !consumer.assignment().isEmpty()) {
                 try {
                     consumer.commitSync(Duration.ofSeconds(30));
                     break;
