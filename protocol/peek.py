@@ -23,12 +23,13 @@ def head(frame: bytes) -> tuple[int, int, int]:
     return _HEAD.unpack_from(frame)[:3]
 
 
-def produce_acks(frame: bytes) -> int:
-    """The `acks` of a Produce request frame (v3+: after the header and transactional_id)."""
-    if len(frame) < _HEAD.size:
+def produce_acks(frame: bytes, at: int = 0) -> int:
+    """The `acks` of a Produce request frame (v3+: after the header and transactional_id),
+    the frame from `at` (4: one read as it came, its size first)."""
+    if len(frame) < at + _HEAD.size:
         raise DecodeError("Produce shorter than its header")
-    _, version, _, n = _HEAD.unpack_from(frame)
-    p = _HEAD.size + max(n, 0)  # client_id: a nullable int16-length string in every header version
+    _, version, _, n = _HEAD.unpack_from(frame, at)
+    p = at + _HEAD.size + max(n, 0)  # client_id: a nullable int16-length string in every header version
     if version >= _PRODUCE_FLEXIBLE:
         p = skip_tags(frame, p)  # the header's tagged fields
         length, p = read_uvarint(frame, p)  # transactional_id, compact nullable: length + 1

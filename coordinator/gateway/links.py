@@ -188,16 +188,53 @@ class BrokerLink:
         return size > self.connection.host.limits.max_queued_reply_bytes
 
     def send(self, frame: bytes, waiting: Waiting | None) -> None:
-        """Relay one request frame (without its size); `waiting` None: it has no answer."""
+        """Relay one request frame (without its size); `waiting` None: it has no answer, or
+        the caller adds it (`expect`) once the frame has gone."""
         if waiting is not None:
             self.waiting.append(waiting)
-        box = self.queued if self.stage else self.out  # not through yet: after the link's own requests
-        box.add(_SIZE.pack(len(frame)))  # size and frame as two buffers: a Produce's records are not copied
-        box.add(frame)
-        if box is self.out and box.size == 4 + len(frame):  # nothing else waits for the socket: now
-            self._flush()
-            if self.out and not self.closed:
-                self._watch()
+        size = _SIZE.pack(len(frame))  # size and frame as two buffers: a Produce's records are not copied
+        if self.stage or self.out or type(self.sock) is not socket.socket:
+            box = self.queued if self.stage else self.out  # not through yet: after the link's own requests
+            box.add(size)
+            box.add(frame)
+            if box is self.out and box.size == 4 + len(frame):  # nothing else waits for the socket: now
+                self._flush()
+                if self.out and not self.closed:
+                    self._watch()
+            return
+        self.send_now(size, frame)  # the common case: nothing waits, a plain socket
+
+    def express(self, data: bytes):
+        """`data`, one whole request read as it came (its size first), relayed as it is in one
+        call if it is the gateway's to (`Gateway.express`) and nothing waits to go before it:
+        its answer's Pending (None: it has none), or False (then it is relayed as any)."""
+        if self.stage or self.out or self.extras or self.closed or type(self.sock) is not socket.socket:
+            return False
+        return self.gateway.express(self, data)
+
+    def send_now(self, *parts: bytes) -> None:
+        """Send `parts` (a request, its size first) in one call, with nothing queued before
+        them on this plain socket (`express` checked); what the socket does not take waits."""
+        try:
+            sent = self.sock.sendmsg(parts) if len(parts) > 1 else self.sock.send(parts[0])
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            return self._ended(f"broker went away: {exc.strerror or exc}")
+        for part in parts:
+            if sent < len(part):
+                self.out.add(memoryview(part)[sent:])
+            sent = max(sent - len(part), 0)
+        if self.out:
+            self._watch()
+
+    def expect(self, waiting: Waiting) -> None:
+        """The answer to the request `send` has just relayed with no `Waiting`: nothing of
+        this link is read before the serving loop has the socket again, so it may be set up
+        after the request went out (off the path a request's latency is measured on)."""
+        if self.closed:  # the send found the broker gone: the request is lost, and so is its client
+            return self.connection.close("broker link: it closed as a request was relayed")
+        self.waiting.append(waiting)
 
     def stream_request(self, start, size: int):
         """A request of `size` bytes of which `start` has come, relayed as the rest comes
@@ -269,8 +306,6 @@ class BrokerLink:
         if not data:
             return self._ended("closed by the broker")
         self.heard = True
-        if not self.stage:  # relayed bytes (the login's own are not)
-            self.gateway.received(self, len(data))
         if self.stage == SASL:
             try:
                 frames = self.reader.feed(data)
@@ -283,6 +318,8 @@ class BrokerLink:
             self._answers(data)
         except ProtocolError as exc:
             return self.close(f"bad frame from the broker: {exc}")
+        finally:  # counted once what could go out has gone
+            self.gateway.received(self, len(data))
         if self.closed:
             return
         if self.connection.bytes > self.connection.host.limits.max_queued_reply_bytes:
@@ -352,6 +389,11 @@ class BrokerLink:
             pending, expected, rewrite, walks = self.waiting.popleft()
             if correlation_id != expected:
                 return self.close("the broker answered out of order")
+            if pos == 0 and n == 4 + size and walks is None and self.connection.at_head(pending.place):
+                # the data path's common case (a Produce's answer): one answer, whole, and
+                # the next its client is owed: out at once, with no Pending to resolve
+                self.connection.pass_on(pending.place, data if rewrite is None else rewrite(data[4:]), True)
+                return
             # streamed: an answer left as it is (walked as it passes, if it is a Fetch whose
             # high watermarks are read), or one to rewrite that is walked and is not here
             # whole (one that is, is rewritten whole: its size may change then)

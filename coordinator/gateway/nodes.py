@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import struct
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from .ports import PortScheme
 SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source knows
 MAX_TOPIC_NAMES = 100_000  # topic ids whose names are remembered (a lookup for the rest)
 MAX_PRODUCE_REWRITERS = 1_000  # (version, listener, broker) kept; past it, made again
+_VERSION_CORRELATION = struct.Struct(">hi")  # a request's api version and correlation id, after its size and api key
 # how long a share group's or transactional id's coordinator is taken as known (NOT_COORDINATOR forgets it)
 ROUTE_SECONDS = 60.0
 MAX_ROUTES = 100_000  # share groups and transactional ids whose coordinators are remembered
@@ -206,16 +208,24 @@ class Gateway:
             link = connection.upstream = self._link(connection)
         if node is not None:
             link = self._routed_link(connection, link, node)
+        if api_key == PRODUCE.key and merge is None:
+            # the data path: the request goes out first, what its answer needs is set up
+            # after it (`BrokerLink.expect`), off the time from its arrival to its relay
+            link.send(frame, None)
+            metrics.gateway_relayed(api_key, link.node, len(frame))
+            if no_answer:
+                return None
+            pending = Pending() if pending is None else pending
+            link.expect((pending, correlation_id, self._produce_rewriter(api_version, connection.client.listener.name,
+                                                                         link), None))
+            return pending
         metrics.gateway_relayed(api_key, link.node, len(frame))
         if no_answer:
             link.send(frame, None)
             return None
         pending = Pending() if pending is None else pending
         listener = connection.client.listener.name
-        if api_key == PRODUCE.key and merge is None:  # the data path: its rewriter kept
-            rewriter = self._produce_rewriter(api_version, listener, link)
-        else:
-            rewriter = self._rewriter(api_key, api_version, listener, merge, link.address)
+        rewriter = self._rewriter(api_key, api_version, listener, merge, link.address)
         if self.transactions is not None and api_key == END_TXN.key:  # answered once its end is recorded
             held = self.transactions.hold_end(api_version, frame, pending)
             if held is not None:
@@ -230,6 +240,29 @@ class Gateway:
                  if api_key == FETCH.key and merge is None and (rewriter is not None or self.log_ends is not None)
                  else None)
         link.send(frame, (pending, correlation_id, rewriter, walks))
+        return pending
+
+    def express(self, link: BrokerLink, data: bytes) -> Pending | None | bool:
+        """A Produce read whole in one read (`data`, its size first), which `relay` would pass
+        on unchanged, sent as it came by `link` (whose queue is empty): the request path's
+        common case in as few steps as may be, since its Python steps are most of what a
+        record costs the gateway (docs/benchmarks.md). Its answer's Pending, None for acks=0,
+        False for anything else (not a Produce, ACLs on, a header that does not read: then
+        it goes the usual way, which refuses it if it must)."""
+        if data[4] or data[5] or not self.streams_produce:  # api key 0: Produce, and not authorized here
+            return False
+        try:
+            api_version, correlation_id = _VERSION_CORRELATION.unpack_from(data, 6)
+            no_answer = produce_acks(data, 4) == 0
+        except (ProtocolError, IndexError, struct.error):
+            return False
+        link.send_now(data)
+        metrics.gateway_relayed(PRODUCE.key, link.node, len(data) - 4)
+        if no_answer:
+            return None
+        pending = Pending()
+        link.expect((pending, correlation_id,
+                     self._produce_rewriter(api_version, link.connection.client.listener.name, link), None))
         return pending
 
     def _produce_rewriter(self, version: int, listener: str, link: BrokerLink):
@@ -321,6 +354,8 @@ class Gateway:
                 api_key, api_version, merge(frame), exposed, extra, past), broker, api_key)
         if api_key == METADATA.key:
             return self._reported(self._metadata_rewriter(api_version, listener, exposed, extra, past), broker, api_key)
+        if api_key == PRODUCE.key or api_key == FETCH.key:
+            return self._reported(rewrite.node_endpoints_rewriter(api_key, api_version, exposed, past), broker, api_key)
         return self._reported(lambda frame: rewrite.rewrite_frame(api_key, api_version, frame, exposed, extra, past),
                               broker, api_key)
 

@@ -234,9 +234,9 @@ def _walk(struct: Struct, version: int, top: bool = False) -> tuple[tuple[int, A
     return tuple(steps)
 
 
-def _skip(steps: tuple[tuple[int, Any], ...], b: bytes, p: int) -> int:
-    """Where the struct that `steps` describe, starting at `p`, ends (lengths unchecked here:
-    `_splice_node_endpoints` checks the end; counts bounded by the bytes left). Lengths and
+def _skip(steps: tuple[tuple[int, Any], ...], b: bytes, p: int, end: int) -> int:
+    """Where the struct that `steps` describe, starting at `p`, ends (`end`: `len(b)`; lengths
+    unchecked here: `_splice_node_endpoints` checks the end; counts bounded by the bytes left). Lengths and
     counts of one byte (nearly all) are read in place, not through `read_uvarint`: this runs
     for every Produce answer. IndexError for an answer cut short (the caller says so)."""
     for kind, arg in steps:
@@ -263,12 +263,12 @@ def _skip(steps: tuple[tuple[int, Any], ...], b: bytes, p: int) -> int:
         elif kind == _STRUCT:
             inner, nullable = arg
             if nullable:
-                if p >= len(b):
+                if p >= end:
                     raise DecodeError("truncated struct marker")
                 p += 1
                 if b[p - 1] == 0xFF:
                     continue
-            p = _skip(inner, b, p)
+            p = _skip(inner, b, p, end)
         else:
             n = b[p]
             if n < 0x80:
@@ -280,26 +280,38 @@ def _skip(steps: tuple[tuple[int, Any], ...], b: bytes, p: int) -> int:
                 continue
             if kind == _FIXED_ARRAY:
                 p += n * arg
-            elif n > len(b) - p:  # every element takes a byte at least
+            elif n > end - p:  # every element takes a byte at least
                 raise DecodeError("array count beyond the end of the frame")
             elif kind == _ARRAY:
                 for _ in range(n):
-                    p = _skip(arg, b, p)
+                    p = _skip(arg, b, p, end)
             else:
                 for _ in range(n):
                     k, p = read_uvarint(b, p)
                     if k:
                         p += k - 1
-        if p > len(b):
+        if p > end:
             raise DecodeError("field beyond the end of the frame")
     return p
 
 
-def _splice_node_endpoints(api_key: int, version: int, frame: bytes, addresses: Addresses,
-                           past: Callable[[], None] | None = None) -> bytes:
-    """`frame` (a Produce v10+ or Fetch v16+ answer, no size) with its node_endpoints tag
-    rewritten; the same object when it has none (nearly always: only answers with a
-    partition led elsewhere carry it)."""
+def node_endpoints_rewriter(api_key: int, version: int, addresses: Addresses,
+                            past: Callable[[], None] | None = None) -> Callable[[bytes], bytes]:
+    """`rewrite_frame` for the answers to one version of Produce or Fetch, what it looks up
+    per answer looked up once: for a relay that keeps it (a Produce's answer, on the data
+    path)."""
+    if version < REWRITTEN[api_key]:
+        return framed
+    try:
+        walk = _node_endpoints_walk(api_key, version)
+    except DecodeError:  # undeclared: each answer raises it
+        return lambda frame: rewrite_frame(api_key, version, frame, addresses, (), past)
+    return lambda frame: framed(_spliced(walk, frame, addresses, past))
+
+
+def _node_endpoints_walk(api_key: int, version: int) -> tuple[tuple[tuple[int, Any], ...], str]:
+    """The steps that skip a Produce or Fetch answer of `version` to its top-level tagged
+    fields, and its name for errors."""
     api = PRODUCE if api_key == PRODUCE.key else FETCH
     message = api.response
     if version not in message.versions:
@@ -307,11 +319,26 @@ def _splice_node_endpoints(api_key: int, version: int, frame: bytes, addresses: 
     steps = _TOP_STEPS.get((api_key, version))
     if steps is None:  # by (key, version): a Struct's hash, which @cache takes, costs more than the walk
         steps = _TOP_STEPS[(api_key, version)] = _walk(message.struct, version, top=True)
+    return steps, f"{message.name} v{version}"
+
+
+def _splice_node_endpoints(api_key: int, version: int, frame: bytes, addresses: Addresses,
+                           past: Callable[[], None] | None = None) -> bytes:
+    """`frame` (a Produce v10+ or Fetch v16+ answer, no size) with its node_endpoints tag
+    rewritten; the same object when it has none (nearly always: only answers with a
+    partition led elsewhere carry it)."""
+    return _spliced(_node_endpoints_walk(api_key, version), frame, addresses, past)
+
+
+def _spliced(walk: tuple[tuple[tuple[int, Any], ...], str], frame: bytes, addresses: Addresses,
+             past: Callable[[], None] | None) -> bytes:
+    steps, what = walk
+    end = len(frame)
     try:
-        start = _skip(steps, frame, _skip(_HEADER_V1, frame, 0))
+        start = _skip(steps, frame, _skip(_HEADER_V1, frame, 0, end), end)
     except IndexError:
-        raise DecodeError(f"{message.name} v{version}: shorter than its fields") from None
-    found, tags, extra = _read_tags(frame, start, f"{message.name} v{version}", whole=False)
+        raise DecodeError(f"{what}: shorter than its fields") from None
+    found, tags, extra = _read_tags(frame, start, what, whole=False)
     if extra and past is not None:
         past()
     if found is None:

@@ -52,6 +52,7 @@ STREAM_START = 256  # bytes of a large request that must have come before it may
 _HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
 _CONSUMER_HEARTBEAT = CONSUMER_GROUP_HEARTBEAT.key.to_bytes(2, "big")  # and a ConsumerGroupHeartbeat's
 _KEY_VERSION = struct.Struct(">hh")  # how every request's frame begins: api key, api version
+_SIZE = struct.Struct(">i")  # a frame's size, before it
 _PEER_CLOSED = ("closed by peer", "peer went away")
 CHURN_SECONDS = 10.0  # a close this soon after the last one of its address and reason continues a burst
 CHURN_RELOG_SECONDS = 60.0  # a burst that goes on is logged again this often, with what it folded
@@ -157,12 +158,14 @@ class ClientConnection:
         if into is None:
             if not data:
                 return self.close("closed by peer")
+            if self.upstream is not None and not reader.buffered and self._express(data):
+                return
             reader.feed(data)
         elif n:
             reader.filled(n)
         else:
             return self.close("closed by peer")
-        now = trio.current_time()  # once per read: its requests are handled now
+        now = self.host.now()  # once per read: its requests are handled now
         try:
             frames = reader.frames()
         except ProtocolError as exc:
@@ -184,6 +187,28 @@ class ClientConnection:
                 return
         if not self.backlog and not self.held and not self.closed:
             self.arm(now)
+
+    def _express(self, data: bytes) -> bool:
+        """Whether `data`, read with nothing before it, is one whole request that its upstream
+        relays as it came (`Upstream.express`: the gateway's Produce) and did: the relay's
+        common case, without the reader, the handlers' table or a copy."""
+        n = len(data)
+        if n < 12 or _SIZE.unpack_from(data)[0] != n - 4 or self.backlog or self.held or self.gate is not None:
+            return False
+        limits = self.host.limits
+        if self.bytes > limits.max_queued_reply_bytes or self.in_flight >= limits.max_in_flight:
+            return False
+        try:
+            answer = self.upstream.express(data)
+        except Exception as exc:  # a bug: close this connection, keep serving the others
+            self.fail(_KEY_VERSION.unpack_from(data, 4)[0], exc)
+            return True
+        if answer is False:
+            return False
+        if not self.closed:
+            self._awaiting(answer, 0.0)
+            self.arm(self.host.now())
+        return True
 
     def _stream(self, size: int, have: int) -> bool:
         """Relay the large request now arriving (`size` bytes, `have` of them come) as its bytes
@@ -341,6 +366,8 @@ class ClientConnection:
             return False
         except Exception as exc:  # a bug: close this connection, keep serving the others
             self.fail(_KEY_VERSION.unpack_from(frame)[0], exc)
+            return False
+        if self.closed:  # its upstream went away as the request was relayed
             return False
         self._awaiting(answer, handling)
         return True

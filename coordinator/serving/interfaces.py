@@ -61,6 +61,9 @@ class Host(Protocol):
     limits: Limits
     log: structlog.stdlib.BoundLogger
 
+    def now(self) -> float:
+        """`trio.current_time()` (where the server can read it quicker)."""
+
     def handler(self, api_key: int, api_version: int) -> Route | None:
         """`api.dispatch`, remembered per (api, version)."""
 
@@ -104,6 +107,10 @@ class Upstream(Protocol):
         comes (`forward`): its answer's Pending (None: it has none), or False if it will not
         (the connection then reads it whole). Its connection calls `go_on` once it has room
         again after it was `busy`."""
+
+    def express(self, data: bytes):
+        """`data`, one whole request as it was read (its size first), relayed as it is if the
+        upstream takes it so: its answer's Pending (None: it has none), or False."""
 
     def forward(self, part) -> None:
         """The next bytes of the request streaming (a `splice.Piped`: bytes in the

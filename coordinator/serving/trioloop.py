@@ -33,6 +33,7 @@ wait wakes for it too.
 from __future__ import annotations
 
 import math
+from time import perf_counter
 from typing import Any
 
 import trio
@@ -55,11 +56,12 @@ class _Scheduled(trio.abc.Instrument):
 
 class TrioLoop:
     """The running trio loop: whether it has something to run, and until when it has not."""
-    __slots__ = ("_clock", "_deadlines", "_runner", "_scheduled", "fd")
+    __slots__ = ("_clock", "_deadlines", "_offset", "_runner", "_scheduled", "fd")
 
     def __init__(self, runner: Any):
         self._runner = runner
         self._clock = runner.clock
+        self._offset: float = runner.clock.offset  # trio's time is the system clock's perf_counter() + this
         self._deadlines = runner.deadlines
         self._scheduled = _Scheduled()
         self.fd: int = runner.io_manager._epoll.fileno()  # trio's epoll: readable when trio has events
@@ -113,5 +115,9 @@ class TrioLoop:
         deadline = self._deadlines.next_deadline()
         if deadline == math.inf:
             return -1
-        left = deadline - self._clock.current_time()
+        left = deadline - (self._offset + perf_counter())
         return left if left > 0 else None
+
+    def now(self) -> float:
+        """`trio.current_time()`, read in one step rather than three."""
+        return self._offset + perf_counter()

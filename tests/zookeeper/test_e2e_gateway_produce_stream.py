@@ -133,6 +133,31 @@ def test_a_large_produce_without_an_answer_streams_and_the_next_is_answered(gate
     assert [(c, acks, r) for c, acks, r in broker.got] == [(1, 0, quiet_records), (2, -1, answered_records)]
 
 
+def test_small_produce_requests_each_read_whole_relay_and_answer_in_order(gateway):
+    """The data path's common case (one whole Produce per read, relayed as it came, its
+    answer set up after it went: `Gateway.express`): answered ones, one without an answer,
+    one held at the broker while the next passes, answers in order; and a Produce whose
+    header does not read goes no further than the gateway."""
+    broker, process, node_port = gateway
+    sent = {}
+    broker.pauses[4] = 0.5  # its answer comes after the next request went out
+    with socket.create_connection(("127.0.0.1", node_port), timeout=60) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for correlation_id, acks in ((1, -1), (2, 0), (3, 1), (4, -1), (5, -1)):
+            frame, sent[correlation_id] = produce(correlation_id, [100 * correlation_id, 7], acks=acks)
+            sock.sendall(frame)
+            time.sleep(0.2 if correlation_id == 1 else 0.1)  # the first opens the link; each is read alone
+        answers = [read_answer(sock) for _ in range(4)]
+        assert [struct.unpack_from(">i", a, 4)[0] for a in answers] == [1, 3, 4, 5]
+        sock.sendall(struct.pack(">ihhih", 10, PRODUCE.key, VERSION, 6, 200))  # a client id longer than the frame
+        sock.settimeout(10)
+        assert sock.recv(100) == b""  # closed
+    assert [(c, acks) for c, acks, _ in broker.got] == [(1, -1), (2, 0), (3, 1), (4, -1), (5, -1)]
+    for correlation_id, _, records in broker.got:
+        assert records == sent[correlation_id]
+    assert process.metric("groupkeeper_gateway_requests_total", api="Produce", node="1") == 5
+
+
 def open_descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
