@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 
 from protocol import DecodeError, ProtocolError
-from protocol.fetch_stream import FetchWalk
+from protocol.fetch_stream import FetchWalk, OnPartition, read_whole
 from protocol.framing import WholeFrames
 from protocol.schemas import FETCH
 
@@ -69,10 +69,11 @@ SPLICING_READ_SIZE = 32 * 1024
 SPLICE_MIN = 16 * 1024  # record bytes ahead worth a splice rather than a read
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">ii")  # an answer's size and correlation id
+WHOLE_FETCH = SPLICE_MIN  # a Fetch answer up to this size that came whole in one read is decoded, not walked
 # what a request waits for: its Pending, its correlation id, what rewrites its answer whole,
-# and what walks it instead while it streams (a Fetch answer that may name brokers: given
-# the answer's size, a `FetchWalk` that holds back and fixes its tagged fields)
-Waiting = tuple["Pending", int, "Callable[[bytes], bytes] | None", "Callable[[int], FetchWalk] | None"]
+# and how it is read instead while it streams (a Fetch answer that may name brokers or whose
+# high watermarks are read: `FetchReading`)
+Waiting = tuple["Pending", int, "Callable[[bytes], bytes] | None", "FetchReading | None"]
 # A link's stages: READY (0, relaying) is the only falsy one, so the data path tests one value
 READY, CONNECTING, TLS, SASL = 0, 1, 2, 3
 _FAILED = {"tls": "TLS with the broker failed", "authentication": "login to the broker failed"}
@@ -96,6 +97,24 @@ class Reports(Protocol):
     def stream(self, link: BrokerLink, start, size: int): ...  # BrokerLink.stream_request's
 
     def streamed(self, link: BrokerLink, size: int) -> None: ...  # request bytes moved by the kernel
+
+
+class FetchReading:
+    """How a relayed Fetch answer is read on its way (its high watermarks, its tagged fields
+    that may name brokers): walked as it streams (called with the answer's size: a
+    `FetchWalk`), or, one that came whole in one read, decoded at once (`whole`)."""
+    __slots__ = ("fix", "on_partition", "version")
+
+    def __init__(self, version: int, on_partition: OnPartition | None, fix: Callable[[bytes], bytes] | None):
+        self.version, self.on_partition, self.fix = version, on_partition, fix
+
+    def __call__(self, size: int) -> FetchWalk:
+        return FetchWalk(self.version, size, on_partition=self.on_partition, fix=self.fix)
+
+    def whole(self, frame: bytes) -> bool:
+        """Whether `frame` (size prefix included) was read whole and may go on as it came
+        (False: it names brokers, or does not read: walk it)."""
+        return read_whole(self.version, frame, self.on_partition)
 
 
 class BrokerSecurity:
@@ -389,11 +408,13 @@ class BrokerLink:
             pending, expected, rewrite, walks = self.waiting.popleft()
             if correlation_id != expected:
                 return self.close("the broker answered out of order")
-            if pos == 0 and n == 4 + size and walks is None and self.connection.at_head(pending.place):
-                # the data path's common case (a Produce's answer): one answer, whole, and
-                # the next its client is owed: out at once, with no Pending to resolve
-                self.connection.pass_on(pending.place, data if rewrite is None else rewrite(data[4:]), True)
-                return
+            if pos == 0 and n == 4 + size and self.connection.at_head(pending.place):
+                # the data path's common case (a Produce's answer, a small Fetch's): one answer,
+                # whole, and the next its client is owed: out at once, with no Pending to resolve
+                if walks is None:
+                    return self.connection.pass_on(pending.place, data if rewrite is None else rewrite(data[4:]), True)
+                if n <= WHOLE_FETCH and walks.whole(data):  # read at once, not walked: nothing to rewrite
+                    return self.connection.pass_on(pending.place, data, True)
             # streamed: an answer left as it is (walked as it passes, if it is a Fetch whose
             # high watermarks are read), or one to rewrite that is walked and is not here
             # whole (one that is, is rewritten whole: its size may change then)

@@ -22,11 +22,11 @@ import struct
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 
 import trio
 
 from protocol import ErrorCode, ProtocolError
-from protocol.fetch_stream import FetchWalk
 from protocol.framing import frame as framed
 from protocol.peek import head, produce_acks
 from protocol.schemas import APIS, END_TXN, FETCH, FIND_COORDINATOR, METADATA, PRODUCE
@@ -38,7 +38,7 @@ from ..serving.pending import Pending
 from ..topics.brokers import BrokerConnection, BrokerTopics
 from ..topics.log_ends import LogEnds
 from . import rewrite, transactions
-from .links import BrokerLink, BrokerSecurity
+from .links import BrokerLink, BrokerSecurity, FetchReading
 from .ports import PortScheme
 
 SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source knows
@@ -300,15 +300,10 @@ class Gateway:
         link.send_start(size, start, (pending, correlation_id, rewriter, None))
         return pending
 
-    def _walks(self, version: int, listener: str, rewritten: bool) -> Callable[[int], FetchWalk]:
-        fix = None
-        if rewritten:
-            exposed = self.exposed(listener)
-
-            def fix(section: bytes) -> bytes:
-                return rewrite.node_endpoints_in_place(section, exposed)
+    def _walks(self, version: int, listener: str, rewritten: bool) -> FetchReading:
+        fix = partial(rewrite.node_endpoints_in_place, addresses=self.exposed(listener)) if rewritten else None
         seen = self._high_watermarks() if self.log_ends is not None else None
-        return lambda size: FetchWalk(version, size, on_partition=seen, fix=fix)
+        return FetchReading(version, seen, fix)
 
     def _high_watermarks(self) -> Callable[[str | bytes, int, int, int], None]:
         """What a walk hands each partition of a Fetch answer to: its high watermark, kept

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from coordinator.gateway.rewrite import node_endpoints_in_place, rewrite_frame
 from protocol import DecodeError
-from protocol.fetch_stream import FetchWalk
+from protocol.fetch_stream import FetchWalk, read_whole
 from protocol.schemas import FETCH
 from tests.pure.test_gateway_rewrite import (ENDPOINTS, EXPOSED, FETCH_ANSWER, at_gateway, kip951_leaders, kp_frame,
                                         kp_read, node, partition_tags, project, versions)
@@ -195,3 +195,29 @@ def test_a_size_that_ends_inside_skipped_records_is_refused():
     w.feed(data[:data.index(big)])
     with pytest.raises(DecodeError):
         w.skipped(100)
+
+
+@pytest.mark.parametrize("version", ALL)
+def test_an_answer_read_whole_hands_the_partitions_the_walk_hands(version):
+    vals, data = answer(version, node_endpoints=[])
+    seen = []
+    assert read_whole(version, data, lambda *p: seen.append(p))
+    assert seen == walk(version, data, [])[1] == expected_partitions(vals, version)
+    assert read_whole(version, data)  # with nothing to hand them to
+
+
+@pytest.mark.parametrize("version", KIP951)
+def test_an_answer_that_names_brokers_is_not_read_whole_but_walked(version):
+    _, data = answer(version)  # node_endpoints: the relay rewrites them, walking the answer
+    seen = []
+    assert not read_whole(version, data, lambda *p: seen.append(p))
+    assert seen == []
+
+
+@pytest.mark.parametrize("version", [4, 12, 13, 18])
+def test_an_answer_that_does_not_read_or_reads_past_its_schema_is_left_to_the_walk(version):
+    _, data = answer(version, node_endpoints=[])
+    seen = []
+    for bad in (data[:-9], data + b"\x00\x01", data[:4] + b"\xff" * (len(data) - 4)):
+        assert not read_whole(version, bad, lambda *p: seen.append(p))
+    assert seen == []
