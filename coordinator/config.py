@@ -41,7 +41,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "brokers": (str, ""),  # HOST:PORT,...: learn topics from the brokers' Metadata; "": Kafka's ZooKeeper layout
     "metadata_max_age_ms": (int, 5000),  # with brokers: how often topics and leaders are asked for again
     "metadata_cache_bytes": (int, 32 * 1024 * 1024),  # encoded Metadata answers kept; 0: none
-    "serving_wait": (str, "trio"),  # trio, epoll: how the serving loop waits for its sockets (docs/architecture.md)
+    "serving_wait": (str, "epoll"),  # trio, epoll: how the serving loop waits for its sockets (docs/architecture.md)
     "gateway": (str, ""),  # HOST:PORT,...: the cluster this instance fronts (implies brokers); "": coordinator only
     "gateway_node_port_offset": (int, 1),  # node N on listener i of n: first listener's port + offset + N*n + i
     "gateway_max_node_id": (int, 1000),  # a broker node with a higher id gets no port (one log line)

@@ -558,7 +558,7 @@ def bench_security(as_json: bool, seconds: float, profile_dir: str | None) -> No
 
 @bench.command("gateway")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-@click.option("--records", default=300_000, show_default=True, type=click.IntRange(2, 100_000_000),
+@click.option("--records", default=1_000_000, show_default=True, type=click.IntRange(2, 100_000_000),
               help="Records produced as fast as possible, then read back, per mode and round.")
 @click.option("--size", default=1024, show_default=True, type=click.IntRange(8, 1_000_000),
               help="Bytes of each record's value.")
@@ -582,7 +582,7 @@ def bench_security(as_json: bool, seconds: float, profile_dir: str | None) -> No
 @click.option("--instances", default=1, show_default=True, type=click.IntRange(1, 8),
               help="Gateway instances (and HAProxy threads); produce and fetch then run in as many client "
                    "processes at once, the k-th through the k-th instance, on partitions of its own.")
-@click.option("--serving-wait", type=click.Choice(["trio", "epoll"]), default="trio", show_default=True,
+@click.option("--serving-wait", type=click.Choice(["trio", "epoll"]), default="epoll", show_default=True,
               help="The gateway's serving_wait: its serving loop waits through trio, or in its own epoll while "
                    "trio is idle.")
 @click.option("--tls", is_flag=True,

@@ -129,7 +129,7 @@ class GatewayBenchError(Exception):
 
 @dataclass(frozen=True)
 class Settings:
-    records: int = 300_000  # records of a round's produce phase, read back by its fetch phase
+    records: int = 1_000_000  # a round's produce phase, read back by its fetch phase: 3 s or so (shorter spread)
     size: int = 1024  # bytes of each record's value
     rate: float = 2000.0  # records per second of the latency phase
     seconds: float = 4.0  # length of a round's latency phase
@@ -139,7 +139,7 @@ class Settings:
     beside: bool = False  # the latency phase with a consumer group and a /metrics scrape beside it
     broker: str = "tansu"  # one of BROKERS
     instances: int = 1  # gateway instances, HAProxy threads and client processes of produce and fetch
-    serving_wait: str = "trio"  # the gateway's serving_wait
+    serving_wait: str = "epoll"  # the gateway's serving_wait
     tls: bool = False  # clients reach HAProxy and the gateway over TLS, which they terminate (DIRECT stays plain)
     ca: str = ""  # what a mode's clients trust over TLS (set per mode by the run); "": plaintext
 
@@ -462,7 +462,7 @@ class _Gateway:
     broker's node port is put above the ephemeral range with gateway_node_port_offset."""
 
     def __init__(self, work: Path, zookeeper: str, broker: _Tansu | _Kafka, metrics: bool = False,
-                 instance: int = 0, serving_wait: str = "trio", tls: tuple[str, str] | None = None):
+                 instance: int = 0, serving_wait: str = "epoll", tls: tuple[str, str] | None = None):
         name = "groupkeeper" if instance == 0 else f"groupkeeper-{instance}"
         self.port = free_port()
         self.metrics_port = free_port() if metrics else None
@@ -1104,7 +1104,7 @@ def table(result: dict) -> str:
             "median round; latencies: every round's records pooled. DIRECT: the broker "
             f"({'Apache Kafka 4.4, one KRaft node' if s.get('broker') == 'kafka' else 'Tansu'}); RELAY: HAProxy in "
             "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway"
-            + (" (serving_wait epoll)." if s.get("serving_wait") == "epoll" else ".")
+            + f" (serving_wait {s.get('serving_wait', 'epoll')})."
             + (" TLS: the clients of RELAY and GATEWAY connect over TLS, which HAProxy and the gateway terminate "
                "(each to the broker in plaintext); DIRECT stays plaintext." if s.get("tls") else "")
             + (" Beside the latency phase: a consumer group (heartbeats and auto-commits every 100 ms; the "
