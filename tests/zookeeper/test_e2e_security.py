@@ -132,8 +132,10 @@ def test_both_clients_share_a_group_over_mutual_tls_as_their_certificate_subject
         "security.protocol": "SSL", "ssl.ca.location": secured.authority.cafile,
         "ssl.certificate.location": carol_cert, "ssl.key.location": carol_key})
     try:
+        # both join at once, so a join waits for the other member: kafka-python's poll is
+        # given long enough for it to end inside one poll (poll_until says why)
         poll_until(lambda: len(kp_assigned(kp)) == 1 and len(ck.assigned) == 1
-                   and kp_assigned(kp) | ck.assigned == ORDERS, kp, ck)
+                   and kp_assigned(kp) | ck.assigned == ORDERS, kp, ck, kp_poll_ms=3000)
     finally:
         kp.close()
         ck.consumer.close()
