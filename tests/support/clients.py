@@ -16,10 +16,11 @@ from pathlib import Path
 
 from confluent_kafka import Consumer as CKConsumer
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.errors import CommitFailedError, KafkaConnectionError, RebalanceInProgressError
+from kafka.errors import CommitFailedError, RebalanceInProgressError
 from kafka.net.sasl.scram import ScramClient
 
 from coordinator.cluster.node_ids import INSTANCE_NODE_BASE
+from tests.support.pymember import kp_subscribe
 from tools.kafka_admin import read_exactly
 from protocol import ErrorCode, RequestHeader, decode_response, encode_request
 from protocol.consumer import decode_assignment, encode_assignment, encode_subscription
@@ -29,33 +30,13 @@ from protocol.schemas import (DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT, JOIN
 
 
 def kp_consumer(bootstrap: str, group: str, *topics: str, **extra) -> KafkaConsumer:
-    """A kafka-python consumer subscribed to `topics` once it knows their partitions.
-
-    kafka-python 3.0.12 can wedge a member whose rejoin is triggered only by its own
-    metadata changing (a leader that assigned before it knew a topic's partitions): if the
-    join outlives one `poll()`, the next poll no longer sees a rejoin as needed and never
-    completes it, so heartbeats stay disabled. Knowing the partitions before the first
-    join keeps every rejoin on the path the coordinator asks for (REBALANCE_IN_PROGRESS).
-    """
+    """A kafka-python consumer subscribed to `topics` as kafka-python 3.0.12 needs
+    (tests/support/pymember.py's kp_subscribe says why)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                              session_timeout_ms=6000, heartbeat_interval_ms=500, **extra)
-    deadline = time.monotonic() + 30
-    for topic in topics:
-        while not _partitions_for(consumer, topic):
-            assert time.monotonic() < deadline, f"no metadata for {topic}"
-            time.sleep(0.1)
     if topics:
-        consumer.subscribe(list(topics))
+        kp_subscribe(consumer, list(topics), seconds=30)
     return consumer
-
-
-def _partitions_for(consumer: KafkaConsumer, topic: str):
-    """The topic's partitions as the consumer knows them; None while its metadata request
-    fails (it asked a broker it cannot reach: an application retries)."""
-    try:
-        return consumer.partitions_for_topic(topic)
-    except KafkaConnectionError:
-        return None
 
 
 class CK:
@@ -146,9 +127,10 @@ def kp_assigned(consumer: KafkaConsumer) -> set[tuple[str, int]]:
 
 def poll_until(condition, *consumers, timeout: float = 45.0, kp_poll_ms: int = 100) -> None:
     """Poll every consumer in turn until `condition()` holds, failing after `timeout`.
-    `kp_poll_ms`: each kafka-python poll's timeout. A kafka-python 3.0.12 member whose
-    rejoin outlives one poll can wedge (kp_consumer says how): where a rejoin waits for
-    another member, give its poll long enough for the join to end inside it."""
+    `kp_poll_ms`: each kafka-python poll's timeout. A kafka-python 3.0.12 member that starts
+    a rejoin by itself wedges if the join outlives one poll (pymember.kp_subscribe says how;
+    a member it subscribed starts none): where a join waits for another member, a poll long
+    enough for the join to end inside it guards against one started anyway."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not reached in time"

@@ -35,7 +35,7 @@ import logging
 import sys
 import time
 
-from tests.support.pymember import names, say
+from tests.support.pymember import kp_subscribe, names, say
 
 TIMEOUT = 30.0  # seconds a transactional call may take: the clients retry within it by themselves
 
@@ -224,14 +224,7 @@ class KafkaPython:
                 held.update(names(assigned))
                 say(assigned=sorted(held))
 
-        # kafka-python 3.0.12 can wedge a member whose first join preceded its metadata for
-        # the topic (tests/support/pymember.py says how): known partitions first
-        deadline = time.monotonic() + 60
-        while not self.consumer.partitions_for_topic(options.input):
-            if time.monotonic() > deadline:
-                raise SystemExit(f"no metadata for {options.input} in 60 s")
-            time.sleep(0.1)
-        self.consumer.subscribe([options.input], listener=Listener())
+        kp_subscribe(self.consumer, [options.input], Listener())  # kafka-python 3.0.12 needs it so
 
     def poll(self):
         return [(r.topic, r.partition, r.offset, r.value.decode())

@@ -128,17 +128,7 @@ def kafka_python(options) -> None:
     if options.pattern:
         consumer.subscribe(pattern=options.pattern, listener=Listener())
     else:
-        # kafka-python 3.0.12 can wedge a member whose first join preceded its metadata for
-        # the topic: the rejoin its own metadata change triggers, if it outlives one poll, is
-        # never completed (tests/support/clients.py's kp_consumer says how). An application
-        # meets it too; knowing the partitions before subscribing avoids it.
-        deadline = time.monotonic() + 60
-        for topic in options.topics.split(","):
-            while not known_partitions(consumer, topic):
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"no metadata for {topic} in 60 s")
-                time.sleep(0.1)
-        consumer.subscribe(options.topics.split(","), listener=Listener())
+        kp_subscribe(consumer, options.topics.split(","), Listener())
     values, distinct = [], set()
     progress = Progress()
     deadline = time.monotonic() + options.seconds
@@ -270,14 +260,33 @@ async def commit_at_end_async(consumer, values: list[str], seconds: float = 60.0
     return False
 
 
-def known_partitions(consumer, topic: str):
-    """The topic's partitions as kafka-python knows them; None while it cannot ask."""
+def kp_subscribe(consumer, topics: list[str], listener=None, seconds: float = 60.0) -> None:
+    """Subscribes a kafka-python consumer to `topics` as kafka-python 3.0.12 needs.
+
+    Its coordinator keeps a snapshot of the subscribed topics' partitions, rebuilt only when
+    metadata arrives; the leader records the snapshot it assigned from and rejoins when the
+    two differ. A snapshot taken before `subscribe` is empty, so, left alone, the leader of
+    the first generation rejoins by itself as soon as its next metadata comes. A rejoin so
+    started that outlives one `poll()` is never completed: the leader's own assignment makes
+    the snapshots equal again, the next poll no longer sees a rejoin as needed, and the
+    member stays rebalancing with its heartbeats off (its commits fail client-side, "not
+    part of an active group"). So: the topics' partitions first, then `subscribe`, then one
+    metadata request (`topics()`), which rebuilds the snapshot before the first join."""
     from kafka.errors import KafkaConnectionError
 
-    try:
-        return consumer.partitions_for_topic(topic)
-    except KafkaConnectionError:
-        return None
+    deadline = time.monotonic() + seconds
+    for topic in topics:
+        while True:
+            try:
+                if consumer.partitions_for_topic(topic):
+                    break
+            except KafkaConnectionError:  # it asked a broker it cannot reach: an application retries
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no metadata for {topic} in {seconds:g} s")
+            time.sleep(0.1)
+    consumer.subscribe(topics, listener=listener) if listener else consumer.subscribe(topics)
+    consumer.topics()
 
 
 class Progress:

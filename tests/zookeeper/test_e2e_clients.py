@@ -163,7 +163,7 @@ def test_the_metrics_endpoint_counts_what_the_group_did(groupkeeper):
 
 def test_admin_clients_delete_only_empty_groups(groupkeeper):
     # the member is librdkafka: a kafka-python member can wedge in a rejoin it started on its
-    # own (tests/support/clients.py), and this test is about the admin clients
+    # own (tests/support/pymember.py's kp_subscribe), and this test is about the admin clients
     member = CK(groupkeeper.bootstrap, "doomed", TOPIC)
     ck_admin = AdminClient({"bootstrap.servers": groupkeeper.bootstrap})
     try:
