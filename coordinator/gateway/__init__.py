@@ -6,7 +6,7 @@ node ports instead.
 | Module | Holds |
 | --- | --- |
 | `ports.py` | the port scheme: which port of this instance stands for which broker node, on which listener |
-| `nodes.py` | `Gateway`: node ports opened and closed as brokers come and go; `relay`, and `express` for a whole Produce read in one read |
+| `nodes.py` | `Gateway`: node ports opened and closed as brokers come and go; `relay`, and `express` for a whole Produce or Fetch read in one read |
 | `links.py` | `BrokerLink`: a client connection's own connection to its broker, in the poll loop, through TLS and SASL first if `BrokerSecurity` says so; `FetchReading`: how a relayed Fetch answer is read |
 | `cluster.py` | `GatewayClusterApi`: ApiVersions, FindCoordinator and the relayed APIs, through the gateway |
 | `embedded.py` | `EmbeddedBroker`: Tansu beside the instance, for development (`make run`) |

@@ -43,7 +43,7 @@ from .ports import PortScheme
 
 SYNC_INTERVAL = 1.0  # seconds between looks at the brokers the topic source knows
 MAX_TOPIC_NAMES = 100_000  # topic ids whose names are remembered (a lookup for the rest)
-MAX_PRODUCE_REWRITERS = 1_000  # (version, listener, broker) kept; past it, made again
+MAX_ANSWER_READINGS = 1_000  # (api, version, listener, broker) kept for the data path; past it, made again
 _VERSION_CORRELATION = struct.Struct(">hi")  # a request's api version and correlation id, after its size and api key
 # how long a share group's or transactional id's coordinator is taken as known (NOT_COORDINATOR forgets it)
 ROUTE_SECONDS = 60.0
@@ -82,7 +82,7 @@ class Gateway:
         self._changed = trio.Event()
         self._index = {bound.name: i for i, (bound, _) in enumerate(listeners)}
         self._advertised = {bound.name: advertised for bound, advertised in listeners}
-        self.log_ends: LogEnds | None = None  # where relayed Fetch answers' high watermarks go, if lag is measured
+        self._log_ends: LogEnds | None = None
         # (key type, key) -> (the broker that coordinates it, until when): share groups (key
         # type 0) and transactional ids (1), asked of the cluster
         self._routes: dict[tuple[int, str], tuple[int, float]] = {}
@@ -90,8 +90,10 @@ class Gateway:
         self._route_lookup: BrokerConnection | None = None  # the gateway's own connection for finding them
         self._lookup_versions: dict[int, tuple[int, int]] = {}
         self._topic_names: dict[bytes, str] = {}  # topic ids (as Fetch v13+ has them) -> names, as looked up
-        # (version, listener, broker) -> what rewrites a Produce answer: made once, not per record
-        self._produce_rewriters: dict[tuple[int, str, tuple[str, int]], Callable[[bytes], bytes] | None] = {}
+        # (api key, version, listener, broker) -> how a Produce's or Fetch's answer is read (its
+        # rewriter, its FetchReading): made once, not per record
+        self._readings: dict[tuple[int, int, str, tuple[str, int]],
+                             tuple[Callable[[bytes], bytes] | None, FetchReading | None]] = {}
         # Produce requests pass as they arrive (`stream`); off with ACLs (GatewayClusterApi)
         self.streams_produce = True
         # (version, listener, answer's size) -> (the broker's answer after its correlation id, the
@@ -175,6 +177,17 @@ class Gateway:
         self._resolved[address] = (family, sockaddr)
         return True
 
+
+    @property
+    def log_ends(self) -> LogEnds | None:
+        """Where relayed Fetch answers' high watermarks go, if consumer lag is measured."""
+        return self._log_ends
+
+    @log_ends.setter
+    def log_ends(self, ends: LogEnds | None) -> None:
+        self._log_ends = ends
+        self._readings.clear()  # Fetch answers' readings hand their partitions to `ends` from now on
+
     def exposed(self, listener: str) -> Callable[[int], tuple[str, int] | None]:
         """Where a client of `listener` (by name) reaches each node through this instance:
         None for a node without ports (and one not known yet is looked for at once)."""
@@ -208,17 +221,11 @@ class Gateway:
             link = connection.upstream = self._link(connection)
         if node is not None:
             link = self._routed_link(connection, link, node)
-        if api_key == PRODUCE.key and merge is None:
+        if (api_key == PRODUCE.key or api_key == FETCH.key) and merge is None:
             # the data path: the request goes out first, what its answer needs is set up
             # after it (`BrokerLink.expect`), off the time from its arrival to its relay
             link.send(frame, None)
-            metrics.gateway_relayed(api_key, link.node, len(frame))
-            if no_answer:
-                return None
-            pending = Pending() if pending is None else pending
-            link.expect((pending, correlation_id, self._produce_rewriter(api_version, connection.client.listener.name,
-                                                                         link), None))
-            return pending
+            return self._relayed(link, api_key, api_version, correlation_id, len(frame), no_answer, pending)
         metrics.gateway_relayed(api_key, link.node, len(frame))
         if no_answer:
             link.send(frame, None)
@@ -233,46 +240,58 @@ class Gateway:
                 return pending
         elif self.transactions is not None and api_key in transactions.OBSERVED:  # read on the way
             rewriter = transactions.observing(api_key, api_version, frame, self.transactions, rewriter)
-        # a Fetch answer that may name brokers streams all the same, walked as it passes (its
-        # tagged fields fixed in place); with `merge` (ACLs) it is gathered and rewritten whole
-        # (and every Fetch answer when consumer lag is measured: its high watermarks are read)
-        walks = (self._walks(api_version, listener, rewriter is not None)
-                 if api_key == FETCH.key and merge is None and (rewriter is not None or self.log_ends is not None)
-                 else None)
-        link.send(frame, (pending, correlation_id, rewriter, walks))
+        # a Fetch answer with `merge` (ACLs) is gathered and rewritten whole (its high
+        # watermarks not read); without, it took the data path above
+        link.send(frame, (pending, correlation_id, rewriter, None))
         return pending
 
     def express(self, link: BrokerLink, data: bytes) -> Pending | None | bool:
-        """A Produce read whole in one read (`data`, its size first), which `relay` would pass
-        on unchanged, sent as it came by `link` (whose queue is empty): the request path's
-        common case in as few steps as may be, since its Python steps are most of what a
-        record costs the gateway (docs/benchmarks.md). Its answer's Pending, None for acks=0,
-        False for anything else (not a Produce, ACLs on, a header that does not read: then
-        it goes the usual way, which refuses it if it must)."""
-        if data[4] or data[5] or not self.streams_produce:  # api key 0: Produce, and not authorized here
+        """A Produce or Fetch read whole in one read (`data`, its size first), which `relay`
+        would pass on unchanged, sent as it came by `link` (whose queue is empty): the data
+        path's common case in as few steps as may be, since its Python steps are most of what
+        a record costs the gateway (docs/benchmarks.md). Its answer's Pending, None for a
+        Produce with acks=0, False for anything else (another API, ACLs on, a header that
+        does not read: then it goes the usual way, which refuses it if it must)."""
+        api_key = data[5]
+        if data[4] or api_key > 1 or not self.streams_produce:  # api keys 0 and 1 (Produce, Fetch), no ACLs
             return False
         try:
             api_version, correlation_id = _VERSION_CORRELATION.unpack_from(data, 6)
-            no_answer = produce_acks(data, 4) == 0
+            no_answer = not api_key and produce_acks(data, 4) == 0
         except (ProtocolError, IndexError, struct.error):
             return False
         link.send_now(data)
-        metrics.gateway_relayed(PRODUCE.key, link.node, len(data) - 4)
+        return self._relayed(link, api_key, api_version, correlation_id, len(data) - 4, no_answer)
+
+    def _relayed(self, link: BrokerLink, api_key: int, api_version: int, correlation_id: int, size: int,
+                 no_answer: bool, pending: Pending | None = None) -> Pending | None:
+        """What follows a Produce or Fetch of `size` bytes that `link` has just sent, with no
+        ACLs: counted, and its answer expected (its Pending: `pending` if given; None for a
+        Produce with acks=0)."""
+        metrics.gateway_relayed(api_key, link.node, size)
         if no_answer:
             return None
-        pending = Pending()
-        link.expect((pending, correlation_id,
-                     self._produce_rewriter(api_version, link.connection.client.listener.name, link), None))
+        pending = Pending() if pending is None else pending
+        rewriter, walks = self._reading(api_key, api_version, link)
+        link.expect((pending, correlation_id, rewriter, walks))
         return pending
 
-    def _produce_rewriter(self, version: int, listener: str, link: BrokerLink):
-        key = (version, listener, link.address)
+    def _reading(self, api_key: int, version: int, link: BrokerLink):
+        """How the answer to a Produce or Fetch relayed by `link` without ACLs is read: what
+        rewrites it whole, if it may name brokers, and for a Fetch how it is walked as it
+        streams (its tagged fields fixed in place, its high watermarks read where lag is
+        measured), or None. Made once per (api, version, listener, broker)."""
+        listener = link.connection.client.listener.name
+        key = (api_key, version, listener, link.address)
         try:
-            return self._produce_rewriters[key]
+            return self._readings[key]
         except KeyError:
-            if len(self._produce_rewriters) >= MAX_PRODUCE_REWRITERS:
-                self._produce_rewriters.clear()
-            made = self._produce_rewriters[key] = self._rewriter(PRODUCE.key, version, listener, None, link.address)
+            if len(self._readings) >= MAX_ANSWER_READINGS:
+                self._readings.clear()
+            rewriter = self._rewriter(api_key, version, listener, None, link.address)
+            walks = (self._walks(version, listener, rewriter is not None)
+                     if api_key == FETCH.key and (rewriter is not None or self.log_ends is not None) else None)
+            made = self._readings[key] = (rewriter, walks)
             return made
 
     def stream(self, link: BrokerLink, start, size: int) -> Pending | None | bool:
@@ -296,8 +315,7 @@ class Gateway:
             link.send_start(size, start, None)
             return None
         pending = Pending()
-        rewriter = self._produce_rewriter(api_version, link.connection.client.listener.name, link)
-        link.send_start(size, start, (pending, correlation_id, rewriter, None))
+        link.send_start(size, start, (pending, correlation_id, self._reading(PRODUCE.key, api_version, link)[0], None))
         return pending
 
     def _walks(self, version: int, listener: str, rewritten: bool) -> FetchReading:
@@ -307,8 +325,8 @@ class Gateway:
 
     def _high_watermarks(self) -> Callable[[str | bytes, int, int, int], None]:
         """What a walk hands each partition of a Fetch answer to: its high watermark, kept
-        as its log's end (topics named by id from Fetch v13 are looked up by name)."""
-        ends, names, now = self.log_ends, self._topic_names, trio.current_time()
+        as its log's end when seen (topics named by id from Fetch v13 are looked up by name)."""
+        ends, names, now = self.log_ends, self._topic_names, trio.current_time
 
         def seen(topic: str | bytes, partition: int, error: int, high_watermark: int) -> None:
             if error:
@@ -322,7 +340,7 @@ class Gateway:
                     if len(names) < MAX_TOPIC_NAMES:
                         names[topic] = name
                 topic = name
-            ends.seen(topic, partition, high_watermark, now)
+            ends.seen(topic, partition, high_watermark, now())
         return seen
 
     def answer(self, frame: bytes) -> Pending:

@@ -190,7 +190,7 @@ class ClientConnection:
 
     def _express(self, data: bytes) -> bool:
         """Whether `data`, read with nothing before it, is one whole request that its upstream
-        relays as it came (`Upstream.express`: the gateway's Produce) and did: the relay's
+        relays as it came (`Upstream.express`: the gateway's Produce and Fetch) and did: the relay's
         common case, without the reader, the handlers' table or a copy."""
         n = len(data)
         if n < 12 or _SIZE.unpack_from(data)[0] != n - 4 or self.backlog or self.held or self.gate is not None:
