@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import random
 import select
 import shutil
 import signal
@@ -99,11 +100,57 @@ def _exits(pidfd: int, timeout: float) -> bool:
     return bool(poll.poll(timeout * 1000))
 
 
+_HANDED_OUT: dict[int, None] = {}  # ports free_port gave, oldest first (not given again while here)
+MAX_HANDED_OUT = 4_096
+_LOWEST_PORT = 10_000  # below: the ports services are commonly configured on
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A TCP port nothing listens on right now, for a server about to be started on it.
+
+    Chosen outside the kernel's ephemeral range: a port the kernel hands out itself (bind
+    to 0) may be taken, before the server binds it, as the local end of any connection
+    opened meanwhile (a client's, a ZooKeeper session's), and the server then fails with
+    "Address already in use". Tried at random, and not handed out twice by one process
+    while it is among the last MAX_HANDED_OUT; where no such range is left, the kernel's."""
+    low, high = _ephemeral_range()
+    spans = [span for span in (range(_LOWEST_PORT, low), range(high + 1, 65536)) if len(span) >= 1_000]
+    rng = random.SystemRandom()
+    for _ in range(200 if spans else 0):
+        span = rng.choice(spans)
+        port = span[rng.randrange(len(span))]
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        return _hand_out(port)
+    while True:
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            return _hand_out(port)
+
+
+def _hand_out(port: int) -> int:
+    if len(_HANDED_OUT) >= MAX_HANDED_OUT:
+        del _HANDED_OUT[next(iter(_HANDED_OUT))]
+    _HANDED_OUT[port] = None
+    return port
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of ports for the local ends of connections (Linux's default where
+    it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(part) for part in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def data_bytes(connect: str, timeout: float = 1.0) -> int | None:

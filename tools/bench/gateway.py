@@ -178,12 +178,8 @@ def _cpu_between(before: dict[int, int], after: dict[int, int]) -> float:
 
 
 def _free_ports(n: int) -> list[int]:
-    """`n` distinct ports nothing listens on right now (held together while chosen)."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
+    """`n` distinct ports nothing listens on right now, outside the ephemeral range (`free_port`)."""
+    return [free_port() for _ in range(n)]
 
 
 def _tail(log: Path, size: int = 600) -> str:
