@@ -16,9 +16,9 @@ relay's `tail`, which must return as many bytes as it was given.
 Versions 4-18, as `protocol.schemas.FETCH` declares them: flexible (compact lengths, tagged
 fields) from 12, topics named by id from 13.
 
-A small answer that came whole in one read is cheaper decoded at once by the generated
-decoder than walked a step at a time (`read_whole`: 8 against 31 us for a four-partition
-answer with one 1 KiB record, hot): a relay reads such answers so and walks the others.
+An answer that came whole in one read is cheaper decoded at once by the generated decoder
+than walked a step at a time (`read_whole`: 15-28 against 39-41 us for answers of 1-256 KiB,
+hot; docs/benchmarks.md): a relay reads such answers so and walks the others.
 """
 
 from __future__ import annotations

@@ -177,7 +177,6 @@ class Gateway:
         self._resolved[address] = (family, sockaddr)
         return True
 
-
     @property
     def log_ends(self) -> LogEnds | None:
         """Where relayed Fetch answers' high watermarks go, if consumer lag is measured."""

@@ -116,10 +116,9 @@ def free_port(host: str = "127.0.0.1") -> int:
     low, high = _ephemeral_range()
     # below the range; above it only where nothing is left below (tests keep the ports above
     # it for the gateway's node ports: tests/support/coordinator_process.py)
-    spans = [span for span in (range(_LOWEST_PORT, low), range(high + 1, 65536)) if len(span) >= 1_000][:1]
+    span = next((s for s in (range(_LOWEST_PORT, low), range(high + 1, 65536)) if len(s) >= 1_000), None)
     rng = random.SystemRandom()
-    for _ in range(200 if spans else 0):
-        span = rng.choice(spans)
+    for _ in range(200 if span is not None else 0):
         port = span[rng.randrange(len(span))]
         if port in _HANDED_OUT:
             continue

@@ -20,13 +20,10 @@ def test_ports_are_outside_the_ephemeral_range_distinct_and_bindable():
 
 
 class InTurn:
-    """random.SystemRandom choosing the first span, then its ports in turn."""
+    """random.SystemRandom choosing the span's ports in turn."""
 
     def __init__(self):
         self.next = 0
-
-    def choice(self, spans):
-        return spans[0]
 
     def randrange(self, n):
         self.next += 1

@@ -285,7 +285,7 @@ def kp_subscribe(consumer, topics: list[str], listener=None, seconds: float = 60
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no metadata for {topic} in {seconds:g} s")
             time.sleep(0.1)
-    consumer.subscribe(topics, listener=listener) if listener else consumer.subscribe(topics)
+    consumer.subscribe(topics, listener=listener)
     consumer.topics()
 
 

@@ -178,7 +178,7 @@ def _cpu_between(before: dict[int, int], after: dict[int, int]) -> float:
 
 
 def _free_ports(n: int) -> list[int]:
-    """`n` distinct ports nothing listens on right now, outside the ephemeral range (`free_port`)."""
+    """`n` distinct ports nothing listens on right now, below the ephemeral range (`free_port`)."""
     return [free_port() for _ in range(n)]
 
 
