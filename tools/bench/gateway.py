@@ -24,9 +24,13 @@ from the jars `make install` caches, `tools.kraft`) stands behind every mode ins
 direct and the gateway's clients reach it on its own listener, the relay's on a second one
 that advertises HAProxy's port. Each phase has a topic of its own, and before the rounds
 each phase is run once directly, unmeasured, so that the JVM has compiled its hot paths.
-Tansu is not Kafka (its Fetch of a consumer at the log's end costs it far more CPU: with
-`beside`, about 0.6 of a core more on this 2-core machine, which shows as queueing in every
-mode).
+Tansu is not Kafka: a Fetch at the log's end that finds no record it holds for about 256 ms,
+however many arrive meanwhile, and one that finds a record it answers at once, at about a
+millisecond of its CPU, so with `beside` its consumer fetches a few times a second or
+hundreds of times, and the Produces then queue behind the Fetches at Tansu. The consumer's
+Fetch requests a second are printed per mode (librdkafka's statistics), so that a run shows
+how it went (docs/benchmarks.md, "Every target in plain runs; the consumer beside on
+Tansu"). Kafka answers a waiting Fetch when a record arrives, in every mode alike.
 
 With `instances` N above 1 (`--instances N`), the gateway is N instances (one ZooKeeper,
 instance ids of their own) and HAProxy runs N threads; each produce and fetch phase is then
@@ -78,6 +82,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import random
 import re
@@ -651,6 +656,9 @@ def _spread(pool, phase: str, bootstraps: list[str], topic: str, settings: Setti
 BESIDE_CONSUMER = {"enable.auto.commit": True, "auto.commit.interval.ms": 100, "heartbeat.interval.ms": 100,
                    "session.timeout.ms": 6000, "auto.offset.reset": "latest"}
 SCRAPE_SECONDS = 1.0  # /metrics scraped this often beside the latency phase (Prometheus: every 15-60 s)
+# how often the consumer beside reports its statistics, from which its Fetch requests a second are
+# counted: Tansu answers a consumer at the log's end in its own way (see the module's docstring)
+BESIDE_STATISTICS_MS = 100
 
 
 @contextlib.contextmanager
@@ -664,14 +672,22 @@ def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None, se
 
     from confluent_kafka import Consumer
 
-    counts = {"commits": 0, "commit_errors": 0, "scrapes": 0, "scrape_errors": 0}
+    counts = {"commits": 0, "commit_errors": 0, "scrapes": 0, "scrape_errors": 0, "fetches": 0, "fetch_seconds": 0.0}
+    fetched: list[tuple[float, int]] = []  # (when, Fetch requests sent so far), from the phase's start
 
     def committed(err, partitions) -> None:
         counts["commit_errors" if err is not None else "commits"] += 1
 
+    def statistics(report: str) -> None:  # librdkafka's own count of the Fetch requests it sent
+        if not timing.is_set() or stop.is_set():
+            return
+        brokers = json.loads(report).get("brokers", {}).values()
+        fetched.append((time.monotonic(), sum(b.get("req", {}).get("Fetch", 0) for b in brokers)))
+
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **BESIDE_CONSUMER,
-                         "on_commit": committed, **(security or {}), **CLIENT_LOG})
-    stop = threading.Event()
+                         "on_commit": committed, "stats_cb": statistics,
+                         "statistics.interval.ms": BESIDE_STATISTICS_MS, **(security or {}), **CLIENT_LOG})
+    stop, timing = threading.Event(), threading.Event()  # timing: the phase has begun
 
     def consume() -> None:
         while not stop.is_set():
@@ -698,6 +714,7 @@ def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None, se
             consumer.consume(100, 0.1)
             if time.monotonic() > deadline:
                 raise GatewayBenchError("beside: the consumer was given no partitions within 60 s")
+        timing.set()
         for thread in threads:
             thread.start()
         yield counts
@@ -707,6 +724,9 @@ def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None, se
             if thread.is_alive():
                 thread.join()
         consumer.close()
+        if len(fetched) >= 2:  # the span between the phase's first and last statistics
+            counts["fetches"] = fetched[-1][1] - fetched[0][1]
+            counts["fetch_seconds"] = round(fetched[-1][0] - fetched[0][0], 3)
 
 
 def latency(bootstrap: str, topic: str, settings: Settings, beside=None) -> dict:
@@ -858,7 +878,8 @@ def _aggregate(rounds: list[dict], settings: Settings) -> dict:
                           "p999_ms": _percentile(ordered, 0.999),
                           "max_ms": round(ordered[-1] * 1000, 3) if ordered else None,
                           **({"beside": {k: sum(e["beside"][k] for e in entries if "beside" in e)
-                                         for k in ("commits", "commit_errors", "scrapes", "scrape_errors")}}
+                                         for k in ("commits", "commit_errors", "scrapes", "scrape_errors", "fetches",
+                                                   "fetch_seconds")}}
                              if any("beside" in e for e in entries) else {}),
                           "rounds_p50_ms": [_percentile(sorted(e["latencies"]), 0.50) for e in entries],
                           "rounds_p99_ms": [_percentile(sorted(e["latencies"]), 0.99) for e in entries],
@@ -1146,6 +1167,9 @@ def table(result: dict) -> str:
     if s.get("beside"):
         cells = [f"{b['commits']}/{b['scrapes']}" if (b := get(m, "latency", "beside")) else "-" for m in MODES]
         rows.append(f"  {'beside: commits/scrapes':<36} {cells[0]:>12} {cells[1]:>12} {cells[2]:>12}")
+        cells = [f"{b['fetches'] / b['fetch_seconds']:,.0f}" if (b := get(m, "latency", "beside"))
+                 and b.get("fetch_seconds") else "-" for m in MODES]
+        rows.append(f"  {'beside: its Fetch requests a second':<36} {cells[0]:>12} {cells[1]:>12} {cells[2]:>12}")
     read = [f"{get(m, 'fetch', 'read'):,}" if get(m, "fetch", "read") is not None else "-" for m in MODES]
     label = f"records read back (of {s['records'] * s['rounds']:,})"
     rows.append(f"  {label:<36} {read[0]:>12} {read[1]:>12} {read[2]:>12}")
