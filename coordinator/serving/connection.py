@@ -534,7 +534,9 @@ class ClientConnection:
         if self.out:
             self.out.add(data)
             return
-        if type(data) is Piped:  # relayed bytes in a pipe (the broker link's): spliced
+        if type(data) is Piped or type(self.sock) is not socket.socket:
+            # relayed bytes in a pipe (the broker link's), spliced; or TLS, which encrypts a
+            # few records a call: as many calls as the socket takes now (`Outbox.send`)
             self.out.add(data)
             try:
                 sent = self.out.send(self.sock)

@@ -4,7 +4,8 @@ A bytearray that is appended to at its end and cut at its front copies what it h
 grows (the gateway's profile: 38 % of a relayed Produce's time on one `+=`). Here nothing is
 joined or copied: buffers wait in order, a partly sent one as a view of its rest, and a
 plain socket takes several at once (`sendmsg`). A TLS socket takes one at a time, since its
-write contract holds what the kernel has not taken itself.
+write contract holds what the kernel has not taken itself, and is given the next for as long
+as it takes them whole.
 
 An entry may also be a `splice.Piped`: bytes of a relayed answer waiting in a pipe (moved
 there from the broker's socket by the kernel), spliced to the socket in their turn.
@@ -19,6 +20,7 @@ from itertools import islice
 from .splice import Piped
 
 BATCH = 64  # buffers handed to one sendmsg (IOV_MAX is 1024)
+TLS_TURN = 1 << 20  # plaintext a TLS socket is given in one send: the others' turn comes after
 
 
 class Outbox:
@@ -64,13 +66,33 @@ class Outbox:
         if self.piped:
             return self._send_piped(sock)
         buffers = self._buffers
-        if type(sock) is socket.socket and len(buffers) > 1:
-            sent = sock.sendmsg(list(islice(buffers, BATCH)))
-        else:
-            sent = sock.send(buffers[0])
+        if type(sock) is not socket.socket:
+            return self._send_each(sock)
+        sent = sock.sendmsg(list(islice(buffers, BATCH))) if len(buffers) > 1 else sock.send(buffers[0])
         self.size -= sent
         self._took(sent)
         return sent
+
+    def _send_each(self, sock) -> int:
+        """`send` to a TLS socket: a buffer at a time (its write contract), again for as long
+        as it takes what it is given, up to `TLS_TURN` bytes. It encrypts at most a few
+        records a call, so one call a turn of the serving loop left a large answer to one
+        turn per 64 KiB (each an epoll wake-up for a socket that could take more)."""
+        buffers = self._buffers
+        total = 0
+        while buffers and total < TLS_TURN:
+            try:
+                sent = sock.send(buffers[0])
+            except BlockingIOError:
+                if total:
+                    break
+                raise
+            if not sent:  # it holds cipher the kernel did not take: wait for the socket
+                break
+            self.size -= sent
+            total += sent
+            self._took(sent)
+        return total
 
     def _took(self, left: int) -> None:
         """The socket took `left` bytes of the buffers at the front (no pipe among them)."""
