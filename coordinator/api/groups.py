@@ -20,7 +20,7 @@ from ..groups.state import GroupState
 from ..security.acls.authorizer import CLUSTER_NAME, Operation, ResourceType
 from ..security.client import Client
 from ..store.errors import FAILURES as STORE_FAILURES, error_code as store_error_code
-from ..topics.view import NO_TOPIC_ID, TopicView
+from ..topics.view import NO_TOPIC_ID
 from .access import MAX_TOPIC_NAME, ApiPart
 
 MAX_DESCRIBERS = 10_000  # clients (principal, host) whose topic decider is kept
