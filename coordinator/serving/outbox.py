@@ -4,8 +4,8 @@ A bytearray that is appended to at its end and cut at its front copies what it h
 grows (the gateway's profile: 38 % of a relayed Produce's time on one `+=`). Here nothing is
 joined or copied: buffers wait in order, a partly sent one as a view of its rest, and a
 plain socket takes several at once (`sendmsg`). A TLS socket takes one at a time, since its
-write contract holds what the kernel has not taken itself, and is given the next for as long
-as it takes them whole.
+write contract holds what the kernel has not taken itself, and is given more, call after
+call, for as long as it takes some (`_send_each`).
 
 An entry may also be a `splice.Piped`: bytes of a relayed answer waiting in a pipe (moved
 there from the broker's socket by the kernel), spliced to the socket in their turn.

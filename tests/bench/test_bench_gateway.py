@@ -78,7 +78,7 @@ def test_every_record_produced_is_read_back_on_every_path(tmp_path):
         assert beside["commit_errors"] == 0 and beside["scrape_errors"] == 0, beside
         assert (beside["scrapes"] >= ROUNDS) == (mode == "gateway"), beside  # one at least per round, at once
         # the consumer's own statistics came while the phase ran (its Fetch requests a second)
-        assert beside["fetch_seconds"] > 0 and beside["fetches"] >= 0, beside
+        assert beside["fetch_seconds"] > 0, beside
     assert result["modes"]["gateway"]["bootstrap"] == f"127.0.0.1:{result['gateway']['port']}"
     gateway = result["gateway"]
     assert gateway["node_port"] == gateway["port"] + gateway["node_port_offset"] + gateway["node_id"]
