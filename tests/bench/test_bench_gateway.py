@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.bench.gateway import MODES, haproxy_binary
+from tools.bench import gateway
+from tools.bench.gateway import MODES, Settings, haproxy_binary
 
 RECORDS, ROUNDS = 300, 2
 
@@ -124,3 +125,18 @@ def test_ctrl_c_stops_everything_it_started(tmp_path):
         assert time.monotonic() < deadline, left
         time.sleep(0.1)
     assert not (tmp_path / token).exists()
+
+
+@pytest.mark.parametrize("records, room, in_memory", [
+    (1000, 2 << 30, True),  # the warm-up's 300,000 records decide: 3 x 337 MB + 512 MiB fits in 2 GiB
+    (1000, 1 << 30, False),
+    (3_000_000, 8 << 30, False),  # 3 x 3.4 GB does not fit in 8 GiB
+    (3_000_000, 12 << 30, True),
+    (1000, 0, False),  # /dev/shm or /proc/meminfo unreadable
+])
+def test_kafka_log_in_memory_only_where_it_fits(monkeypatch, tmp_path, records, room, in_memory):
+    monkeypatch.setattr(gateway, "_memory_room", lambda: room)
+    work = tmp_path / "groupkeeper-bench-gateway-x1"
+    directory, memory = gateway._kafka_directory(work, Settings(records=records))
+    assert memory is in_memory
+    assert directory == (gateway.SHM / "groupkeeper-bench-gateway-x1-kafka" if in_memory else work / "kafka")

@@ -48,4 +48,6 @@ def test_every_record_is_read_back_through_every_path_to_kafka(tmp_path):
     assert all(t["value"] is not None for t in result["targets"])
     token = Path(result["work_dir"]).name
     assert not Path(result["work_dir"]).exists()
+    log = result["kafka_log"]  # in memory on a machine with room for it: gone with the run too
+    assert token in log["directory"] and not Path(log["directory"]).exists()
     assert processes_naming(token) == []  # Kafka, ZooKeeper, HAProxy and both groupkeepers stopped

@@ -22,8 +22,14 @@ its round's produce wrote).
 With `broker` "kafka" (`--broker kafka`), Apache Kafka 4.4 (the reference; one KRaft node
 from the jars `make install` caches, `tools.kraft`) stands behind every mode instead: the
 direct and the gateway's clients reach it on its own listener, the relay's on a second one
-that advertises HAProxy's port. Each phase has a topic of its own, and before the rounds
-each phase is run once directly, unmeasured, so that the JVM has compiled its hot paths.
+that advertises HAProxy's port. Each phase has a topic of its own, deleted (its files gone)
+once its round's mode is done, and before the rounds each phase is run once directly,
+unmeasured, so that the JVM has compiled its hot paths. Kafka's log is in memory, as Tansu's
+is, in a directory of /dev/shm named for the run, where that tmpfs and the machine's free
+memory have room for it (`_kafka_directory`), on disk in the run's directory otherwise: on
+disk, the kernel's writeback of gigabytes of log throttled whichever mode ran when it set in
+(every mode's third round at a half or a third of the others', docs/benchmarks.md), which
+measures the disk, not the paths.
 Tansu is not Kafka: a Fetch at the log's end that finds no record it holds for about 256 ms,
 however many arrive meanwhile, and one that finds a record it answers at once, at about a
 millisecond of its CPU, so with `beside` its consumer fetches a few times a second or
@@ -100,7 +106,7 @@ from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from protocol.schemas import CREATE_TOPICS, METADATA
+from protocol.schemas import CREATE_TOPICS, DELETE_TOPICS, METADATA
 from coordinator.store.zkserver import ZooKeeperServer, free_port
 
 from ..kafka_admin import NodeConnection, Unreachable
@@ -321,10 +327,12 @@ class _Kafka:
 
     restarts = False
     HEAP_MB = 1024
+    # a deleted topic's files go at once, not a minute later into some later phase
+    SETTINGS = {"log.segment.delete.delay.ms": "0"}
 
-    def __init__(self, work: Path, port: int, relay_listener: int, relay_port: int):
+    def __init__(self, directory: Path, port: int, relay_listener: int, relay_port: int):
         from ..kraft import KraftCluster
-        self.cluster = KraftCluster(work / "kafka", nodes=1, heap_mb=self.HEAP_MB, port=port)
+        self.cluster = KraftCluster(directory, nodes=1, heap_mb=self.HEAP_MB, port=port, extra=self.SETTINGS)
         self.cluster.nodes[0].listeners["RELAY"] = (relay_listener, f"127.0.0.1:{relay_port}")
         self.port = port
         self.relay_listener = relay_listener
@@ -367,12 +375,57 @@ class _Kafka:
             connection.close()
         _wait_for_topic(self.port, name, partitions, timeout, "Kafka")
 
+    def delete_topics(self, names: list[str], timeout: float = 60.0) -> None:
+        """DeleteTopics, then until no partition directory of theirs is left in the log."""
+        connection = NodeConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            answer = connection.pipeline(DELETE_TOPICS, 4, [{"topic_names": names,
+                                                             "timeout_ms": int(timeout * 1000)}])[0]
+        finally:
+            connection.close()
+        failed = [(r.name, r.error_code) for r in answer.responses if r.error_code != 0]
+        if failed:
+            raise GatewayBenchError(f"Kafka's DeleteTopics: {failed}")
+        data = self.cluster.nodes[0].directory / "data"
+        deadline = time.monotonic() + timeout
+        while any(entry.name.rsplit("-", 1)[0] in names or entry.name.endswith("-delete")
+                  for entry in data.iterdir() if entry.is_dir()):
+            if time.monotonic() > deadline:
+                raise GatewayBenchError(f"Kafka kept the files of deleted topics {names} for {timeout:g} s")
+            time.sleep(0.05)
+
     @property
     def pid(self) -> int:
         return self.cluster.nodes[0].process.pid
 
     def stop(self) -> None:
         self.cluster.stop()
+
+
+SHM = Path("/dev/shm")
+
+
+def _memory_room() -> int:
+    """Bytes a file in /dev/shm may take: that tmpfs's free space or the machine's available
+    memory (tmpfs pages are memory), the smaller; 0 where either cannot be read."""
+    try:
+        room = os.statvfs(SHM)
+        with open("/proc/meminfo") as meminfo:
+            available = next(int(line.split()[1]) << 10 for line in meminfo if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
+    return min(room.f_bavail * room.f_frsize, available)
+
+
+def _kafka_directory(work: Path, settings: Settings) -> tuple[Path, bool]:
+    """Where Kafka's node keeps its log, and whether that is in memory: a directory of
+    /dev/shm named for the run (so that the processes naming the run find it) where there is
+    room for three times what the largest phase writes (a mode's two topics live at once,
+    deleted after its round) and 512 MiB besides; the run's directory otherwise."""
+    largest = max(settings.records, WARM_RECORDS) * (settings.size + 100)  # with each record's overhead
+    if _memory_room() >= 3 * largest + (512 << 20):
+        return SHM / f"{work.name}-kafka", True
+    return work / "kafka", False
 
 
 def _wait_for_topic(port: int, name: str, partitions: int, timeout: float, broker: str) -> None:
@@ -936,6 +989,7 @@ def _warm(kafka: _Kafka, bootstrap: str, settings: Settings) -> None:
     produce(bootstrap, "bench-gateway-warm", warm)
     fetch(bootstrap, "bench-gateway-warm", warm, "bench-warm")
     latency(bootstrap, "bench-gateway-warm-latency", warm)
+    kafka.delete_topics(["bench-gateway-warm", "bench-gateway-warm-latency"])
 
 
 def _terminated(signum, frame) -> None:
@@ -957,8 +1011,12 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
             Path(pem).write_bytes(Path(cert).read_bytes() + Path(key).read_bytes())
             by_mode.update(relay=replace(settings, ca=ca), gateway=replace(settings, ca=ca))
         relay = _HAProxy(work, ports[-2], threads=settings.instances, pem=pem)
+        kafka_log = None
         if settings.broker == "kafka":  # one node for all: the relay's clients on a listener of their own
-            kafka = _Kafka(work, ports[0], ports[1], relay.port)
+            directory, in_memory = _kafka_directory(work, settings)
+            kafka_log = {"in_memory": in_memory, "directory": str(directory)}
+            stack.callback(shutil.rmtree, directory, True)  # after Kafka stopped
+            kafka = _Kafka(directory, ports[0], ports[1], relay.port)
             brokers = dict.fromkeys(MODES, kafka)
             relayed_port = kafka.relay_listener
         else:
@@ -1041,6 +1099,8 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                     entry["latency"] = _measured(lambda: latency(bootstrap, latency_topic, clients, beside),
                                                  relay_pids, broker.pid, raw("latency"))
                     rounds[mode].append(entry)
+                    if not broker.restarts:  # Kafka: its log as small as one round of one mode's
+                        broker.delete_topics([topic, latency_topic])
                 except (GatewayBenchError, KafkaException) as exc:  # one broken path does not hide the others'
                     broken[mode] = f"round {r + 1}: {exc}"
         modes = {}
@@ -1052,10 +1112,11 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                 modes[mode]["error"] = broken[mode]
         if profile is not None:
             modes["gateway"]["profile"] = {phase: summary(raws) for phase, raws in samples.items()}
-        return _report(settings, modes, load_before, gateway, relay)
+        return _report(settings, modes, load_before, gateway, relay, kafka_log)
 
 
-def _report(settings: Settings, modes: dict, load_before: tuple, gateway: _Gateway, relay: _HAProxy) -> dict:
+def _report(settings: Settings, modes: dict, load_before: tuple, gateway: _Gateway, relay: _HAProxy,
+            kafka_log: dict | None = None) -> dict:
     def figure(mode: str, phase: str, key: str) -> float | None:
         return modes[mode].get(phase, {}).get(key)
 
@@ -1093,7 +1154,7 @@ def _report(settings: Settings, modes: dict, load_before: tuple, gateway: _Gatew
     return {"settings": asdict(settings), "produce_config": PRODUCE, "latency_config": LATENCY,
             "machine": {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before]},
             "relay": {"haproxy": relay.binary, "threads": relay.threads}, "broker": settings.broker,
-            "instances": settings.instances,
+            "kafka_log": kafka_log, "instances": settings.instances,
             "gateway": {"port": gateway.port, "node_port": gateway.node_port, "node_id": gateway.node_id,
                         "node_port_offset": gateway.offset},
             "modes": modes, "compared": compared, "targets": targets, "complete": complete}
@@ -1115,11 +1176,14 @@ def table(result: dict) -> str:
         return value
 
     rate = f"{s['rate']:,.0f}/s"
+    broker = "Tansu"
+    if s.get("broker") == "kafka":
+        where = "in tmpfs" if (result.get("kafka_log") or {}).get("in_memory") else "on disk"
+        broker = f"Apache Kafka 4.4, one KRaft node, its log {where}"
     rows = [textwrap.fill(f"{s['rounds']} rounds, the modes interleaved; each round per mode: {s['records']:,} records of "
             f"{s['size']:,} B into {s['partitions']} partitions (acks=all, linger.ms 5), read back from offset 0 "
             f"(assign()), then {s['rate']:,.0f} records/s for {s['seconds']:g} s (acks=all, linger.ms 0). MB/s: the "
-            "median round; latencies: every round's records pooled. DIRECT: the broker "
-            f"({'Apache Kafka 4.4, one KRaft node' if s.get('broker') == 'kafka' else 'Tansu'}); RELAY: HAProxy in "
+            f"median round; latencies: every round's records pooled. DIRECT: the broker ({broker}); RELAY: HAProxy in "
             "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway"
             + f" (serving_wait {s.get('serving_wait', 'epoll')})."
             + (" TLS: the clients of RELAY and GATEWAY connect over TLS, which HAProxy and the gateway terminate "
