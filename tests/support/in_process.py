@@ -33,12 +33,33 @@ def make_chroot(connect: str, prefix: str) -> str:
     return path
 
 
-def expire(connect: str, zk: ZooKeeperBridge) -> None:
-    """Expire `zk`'s session as kazoo's own test harness does: join it, then close it."""
-    other = KazooClient(hosts=connect, client_id=zk.client.client_id)
-    other.start(timeout=10)
-    other.stop()
-    other.close()
+def expire(connect: str, zk: ZooKeeperBridge, timeout: float = 60.0) -> None:
+    """Expire `zk`'s session as kazoo's own test harness does: join it, then close it; and
+    return once `zk`'s kazoo has dropped it (its session id reset or replaced).
+
+    Joining moves the session to the other connection, and `zk`'s client, dropped, connects
+    again within 0.1 s with the same session. If it gets there before the close (a loaded
+    machine), it takes the session back: the other client, dropped in turn, sends no close, and
+    the session lives on. So: join and close again until the session is gone."""
+    client = zk.client
+    session, password = client._session_id, client._session_passwd  # kazoo's, as the bridge reads it
+    deadline = time.monotonic() + timeout
+    while True:
+        other = KazooClient(hosts=connect, client_id=(session, password))
+        try:
+            other.start(timeout=10)
+        except other.handler.timeout_exception:
+            pass  # its connection was taken back at once: tried again below
+        finally:
+            other.stop()
+            other.close()
+        settled = time.monotonic() + 5.0  # the dropped client's reconnection: well under a second
+        while time.monotonic() < settled:
+            if client._session_id != session:
+                return
+            time.sleep(0.02)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"ZooKeeper session {session:#x} outlived {timeout:g} s of attempts to expire it")
 
 
 async def start_coordinator(zk: ZooKeeperBridge, nursery: trio.Nursery, instance_id: int) -> Coordinator:
