@@ -275,7 +275,7 @@ class GatewayCollector:
         self.sent: Tally[str] = Tally()  # node -> request bytes relayed to it
         self.received: Tally[str] = Tally()  # node -> answer bytes received from it
         self.spliced: Tally[str] = Tally()  # node -> of those, bytes moved to clients by the kernel (splice)
-        self.streamed: Tally[str] = Tally()  # node -> of the request bytes, those moved from clients by the kernel
+        self.streamed: Tally[str] = Tally()  # node -> of the request bytes, those relayed as they came
 
     def relayed(self, api_key: int, node: int | None, size: int) -> None:
         label = "any" if node is None else str(node)
@@ -313,9 +313,8 @@ class GatewayCollector:
         for node, count in sorted(self.spliced.items()):
             spliced.add_metric([node], count)
         streamed = CounterMetricFamily("groupkeeper_gateway_streamed_bytes",
-                                       "Of the bytes to brokers, those moved from clients' sockets by the kernel "
-                                       "(splice: the rest of large Produce requests, relayed as they arrive, "
-                                       "never held whole), by node.", labels=["node"])
+                                       "Of the bytes to brokers, those relayed as they arrived (the rest of "
+                                       "large Produce requests, never held whole), by node.", labels=["node"])
         for node, count in sorted(self.streamed.items()):
             streamed.add_metric([node], count)
         return [requests, moved, spliced, streamed]

@@ -21,8 +21,9 @@ Record sets are spliced: where an answer streaming past has enough record bytes 
 nothing reads (the Fetch walk skips them), the link moves them from the broker's socket to
 its client's by the kernel, through a pipe of its own (`serving.splice`), between plain
 sockets; the client's `Outbox` keeps their place among its other bytes. The other way, a
-large Produce streams (`stream_request`, `forward`): its first bytes as they came, its rest
-as `Piped` entries of the link's `Outbox`, spliced from its client's pipe.
+large Produce streams (`stream_request`, `forward`): its first bytes, then its rest as its
+client's connection reads it, each part sent on as it comes (copied: a broker reading
+spliced bytes works harder than the copy costs, see `serving.connection.STREAM_CHUNK`).
 
 Secured (`gateway_security_protocol`, `BrokerSecurity`): once connected, the link does TLS
 (`TLSSocket`'s client side, driven by the poll loop) and SASL (`security.upstream.Login`:
@@ -56,7 +57,7 @@ from .. import logs, metrics
 from ..security.tls import TLSSocket
 from ..security.upstream import Login, LoginFailed, UpstreamSecurity
 from ..serving.outbox import Outbox
-from ..serving.splice import Pipe, Piped
+from ..serving.splice import Pipe
 
 if TYPE_CHECKING:
     from ..serving.connection import ClientConnection
@@ -95,7 +96,7 @@ class Reports(Protocol):
 
     def stream(self, link: BrokerLink, start, size: int): ...  # BrokerLink.stream_request's
 
-    def streamed(self, link: BrokerLink, size: int) -> None: ...  # request bytes moved by the kernel
+    def streamed(self, link: BrokerLink, size: int) -> None: ...  # request bytes relayed as they came
 
 
 class FetchReading:
@@ -268,13 +269,15 @@ class BrokerLink:
         if waiting is not None:
             self.waiting.append(waiting)
         self.out.add(_SIZE.pack(size))
-        self.forward(start)
+        self._push(start)
 
-    def forward(self, part) -> None:
-        """The next bytes (or a `Piped`: bytes in its client's pipe) of the request streaming."""
+    def forward(self, part: bytes) -> None:
+        """The next bytes of the request streaming (`send_start`), as its client sent them."""
+        self.gateway.streamed(self, len(part))
+        self._push(part)
+
+    def _push(self, part) -> None:
         self.out.add(part)
-        if type(part) is Piped:
-            self.gateway.streamed(self, part.size)
         if not self.mask & EPOLLOUT:  # not waiting for room in the socket: now
             self._flush()
         if self.out and not self.closed:

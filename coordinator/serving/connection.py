@@ -12,8 +12,8 @@ until its client has read (see `_room`). A frame that cannot be decoded, a size
 over the limit, or an unknown API closes that connection only, with the reason logged:
 once per burst (`Churn`), so that a client reconnecting in a loop costs a line, not a line
 a connection. A large request its upstream takes as it comes (a Produce through the
-gateway) is not held whole: its rest passes from the socket to the upstream's through a
-pipe of the connection's own (`_stream`, `_pass`).
+gateway) is not held whole: its rest is read a chunk at a time and handed on as it comes
+(`_stream`, `_pass`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from .. import metrics
 from .interfaces import CloseConnection
 from .outbox import Outbox
 from .pending import Answer, Deferred, Pending
-from .splice import Pipe, Piped
+from .splice import Piped
 
 if TYPE_CHECKING:
     from ..security.client import Client
@@ -49,6 +49,11 @@ if TYPE_CHECKING:
 
 READ_SIZE = 65536  # bytes asked of the kernel per read
 STREAM_START = 256  # bytes of a large request that must have come before it may stream (its header)
+# bytes of a streaming request read per call and handed on. Copied, not spliced: a broker
+# reading what was spliced into its socket spent more CPU per MB than through HAProxy (Tansu
+# 7 %, Kafka 13 %), more than the copy costs here (docs/benchmarks.md, "A Produce's rest
+# copied, not spliced")
+STREAM_CHUNK = 256 * 1024
 _HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
 _CONSUMER_HEARTBEAT = CONSUMER_GROUP_HEARTBEAT.key.to_bytes(2, "big")  # and a ConsumerGroupHeartbeat's
 _KEY_VERSION = struct.Struct(">hh")  # how every request's frame begins: api key, api version
@@ -97,7 +102,7 @@ CHURN = Churn()  # the process's one: a client is the same client on every liste
 class ClientConnection:
     """A Kafka client's connection to this server, as the server sees it."""
     __slots__ = ("backlog", "bytes", "client", "closed", "declined", "fd", "gate", "held", "host", "in_flight", "log",
-                 "mask", "out", "pass_paused", "passing", "pipe", "reader", "reading_timeout", "replies", "room",
+                 "mask", "out", "pass_paused", "passing", "reader", "reading_timeout", "replies", "room",
                  "sock", "started", "until", "upstream", "waiting")
 
     def __init__(self, host: Host, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
@@ -124,7 +129,6 @@ class ClientConnection:
         self.upstream: Upstream | None = None  # where its relayed requests go (the gateway's), closed with it
         self.passing = 0  # bytes still to come of the request streaming to its upstream (`_stream`)
         self.pass_paused = False  # not read until its upstream has taken what it holds of that request
-        self.pipe: Pipe | None = None  # what a streaming request's bytes pass through, once it has streamed
         self.declined = False  # the large request now arriving is not its upstream's to stream: read whole
         self.closed = False
 
@@ -213,19 +217,14 @@ class ClientConnection:
     def _stream(self, size: int, have: int) -> bool:
         """Relay the large request now arriving (`size` bytes, `have` of them come) as its bytes
         come, if its upstream takes it so (`Upstream.stream_request`: a Produce's, through the
-        gateway without ACLs): its first bytes now, the rest from the socket to the
-        upstream's through a pipe (`_pass`), never held here whole. Whether it did; if not, it
-        is read whole as before."""
+        gateway without ACLs): its first bytes now, the rest as it comes (`_pass`), never held
+        here whole. Whether it did; if not, it is read whole as before."""
         if have < STREAM_START or self.closed or self.backlog or self.held or self.gate is not None:
             return False
         limits, upstream = self.host.limits, self.upstream
         if (self.bytes > limits.max_queued_reply_bytes or self.in_flight >= limits.max_in_flight
                 or upstream.busy or upstream.closed):
             return False
-        if self.pipe is None:
-            self.pipe = Pipe.open()
-            if self.pipe is None:  # no splice here, or no pipe left: read whole
-                return False
         handling = time.perf_counter()
         try:
             answer = upstream.stream_request(self.reader.head(), size)
@@ -243,27 +242,28 @@ class ClientConnection:
         return True
 
     def _pass(self) -> None:
-        """The streaming request's next bytes, from the socket into the pipe and on to the
-        upstream, for as long as they come and it has room for them; then the next request."""
-        pipe, upstream = self.pipe, self.upstream
+        """The streaming request's next bytes, read from the socket (`STREAM_CHUNK` at most a
+        call) and handed to the upstream, for as long as they come and it has room for them;
+        then the next request."""
+        upstream, recv = self.upstream, self.sock.recv
         while self.passing:
             if upstream.closed:
                 return self.close("its upstream went away")
-            if upstream.busy or not pipe.room:  # read again once the upstream took it (`go_on`)
+            if upstream.busy:  # read again once the upstream took it (`go_on`)
                 self.pass_paused = True
                 self.until = math.inf
                 self._watch()
                 return
             try:
-                piped = pipe.fill(self.fd, self.passing)
+                part = recv(min(self.passing, STREAM_CHUNK))
             except BlockingIOError:
                 return
             except OSError:
                 return self.close("peer went away")
-            if not piped.size:
+            if not part:
                 return self.close("closed by peer")
-            self.passing -= piped.size
-            upstream.forward(piped)
+            self.passing -= len(part)
+            upstream.forward(part)
             if self.closed:
                 return
         self.started = None
@@ -611,9 +611,6 @@ class ClientConnection:
             self.host.released(held)
         if self.upstream is not None:
             self.upstream.close("client went away")
-        if self.pipe is not None:  # what it holds of a request was its upstream's, gone with it
-            self.pipe.close()
-            self.pipe = None
         folded = CHURN.closed(self.client.host, reason)
         if reason in _PEER_CLOSED:  # the ordinary end of a connection: not worth an operator's line
             self.log.debug("connection closed", reason=reason)

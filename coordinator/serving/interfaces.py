@@ -112,8 +112,7 @@ class Upstream(Protocol):
         """`data`, one whole request as it was read (its size first), relayed as it is if the
         upstream takes it so: its answer's Pending (None: it has none), or False."""
 
-    def forward(self, part) -> None:
-        """The next bytes of the request streaming (a `splice.Piped`: bytes in the
-        connection's pipe)."""
+    def forward(self, part: bytes) -> None:
+        """The next bytes of the request streaming, as the connection read them."""
 
     def close(self, reason: str) -> None: ...
