@@ -56,8 +56,8 @@ process:
   elapsed / 10^6.
 - **fetch**: one consumer assigned every partition of that topic from offset 0 (`assign()`,
   not a group: confluent-kafka wants a group.id, nothing is committed), librdkafka's fetch
-  defaults, reading until every index has been seen; the clock runs from `assign()` to the
-  last record.
+  defaults but fetch.queue.backoff.ms 10 (`FETCH`), reading until every index has been
+  seen; the clock runs from `assign()` to the last record.
 - **latency**: `rate` records per second for `seconds`, each produced on its schedule
   (linger.ms 0, acks=all, so that batching hides nothing of the path); per record, from
   `produce()` to its delivery callback, served by a thread that waits in `poll()`. With
@@ -124,6 +124,11 @@ PRODUCE = {"acks": "all", "linger.ms": 5, "batch.size": 1_000_000, "compression.
            "enable.idempotence": False}
 LATENCY = {"acks": "all", "linger.ms": 0, "compression.type": "none", "enable.idempotence": False}
 CLIENT_LOG = {"log_level": 3}  # librdkafka's errors only
+# librdkafka's fetch defaults but one: with more than queued.max.messages.kbytes (64 MiB) read
+# and not yet consumed, a partition's next Fetch waits fetch.queue.backoff.ms, 1 s by default;
+# the fastest path filled the queue now and then, and lost a second for it (a round of 240 MB/s
+# among rounds of 700-1,100 against Kafka), which measured librdkafka's timer, not the path
+FETCH = {"fetch.queue.backoff.ms": 10}
 PROFILE_RATE = 200  # py-spy's samples per second: the phases are short
 # what the targets of issue 37 ask of the gateway, against the relay (HAProxy) in the same run
 THROUGHPUT_TARGET = 0.95  # of the relay's MB/s, produce and fetch
@@ -622,7 +627,7 @@ def fetch(bootstrap: str, topic: str, settings: Settings, group: str, first: int
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "enable.auto.offset.store": False, **_security(settings), **CLIENT_LOG})
+                         "enable.auto.offset.store": False, **FETCH, **_security(settings), **CLIENT_LOG})
     n = settings.records
     seen = bytearray(n)
     distinct = duplicates = stray = errors = read_bytes = 0
@@ -1151,7 +1156,7 @@ def _report(settings: Settings, modes: dict, load_before: tuple, gateway: _Gatew
     complete = all("error" not in m and m["fetch"]["complete"] and not m["produce"]["failed"]
                    and not m["latency"]["failed"] and m["latency"]["delivered"] == m["latency"]["records"]
                    for m in modes.values())
-    return {"settings": asdict(settings), "produce_config": PRODUCE, "latency_config": LATENCY,
+    return {"settings": asdict(settings), "produce_config": PRODUCE, "fetch_config": FETCH, "latency_config": LATENCY,
             "machine": {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before]},
             "relay": {"haproxy": relay.binary, "threads": relay.threads}, "broker": settings.broker,
             "kafka_log": kafka_log, "instances": settings.instances,
