@@ -1,9 +1,9 @@
 """Large Produce requests relayed as they arrive (their rest sent on as it comes, never held
-whole) through a real gateway, with a stand-in broker: requests sent in pieces, pipelined with small ones and with one the gateway answers
-itself; a broker that stops reading for a while (the link fills, the client is read no more
-until it drains); a request without an answer (acks=0); clients that go away halfway
-through one. Every request reaches the broker whole and in order, every answer comes back
-in order, and what was streamed is counted."""
+whole) through a real gateway, with a stand-in broker: requests sent in pieces, pipelined
+with small ones and with one the gateway answers itself; a broker that stops reading for a
+while (the link fills, the client is read no more until it drains); a request without an
+answer (acks=0); clients that go away halfway through one. Every request reaches the broker
+whole and in order, every answer comes back in order, and what was streamed is counted."""
 
 from __future__ import annotations
 
