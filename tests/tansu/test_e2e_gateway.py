@@ -505,3 +505,45 @@ def test_share_groups_are_relayed_to_the_broker_that_coordinates_them(zookeeper,
         assert process.stop() == 0
         one.stop()
         two.stop()
+
+
+def test_librdkafka_batches_stream_in_and_their_records_come_back_spliced(gateway, tansu):  # noqa: F811
+    """The data path's kernel moves with a real broker and unmodified clients: librdkafka's
+    produce batches of about a megabyte pass the gateway as they arrive (their rest sent on
+    as read, never held whole), and the record sets of the Fetch answers that read them back
+    are spliced; every record comes back as it was produced, and both moves are counted."""
+    count, size = 12_000, 1024
+
+    def value(i: int) -> bytes:
+        return i.to_bytes(8, "big") + bytes([i % 251]) * (size - 8)
+
+    failed = []
+    producer = CKProducer({"bootstrap.servers": gateway.bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
+                           "acks": "all", "compression.type": "none"})
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(TOPIC, value(i), partition=i % PARTITIONS,
+                                 on_delivery=lambda err, msg: err and failed.append(err))
+                break
+            except BufferError:  # librdkafka's queue is full: let it send
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not failed, failed
+    consumer = CKConsumer({"bootstrap.servers": gateway.bootstrap, "group.id": "stream-readers",
+                           "enable.auto.commit": False})
+    consumer.assign([CKPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    try:
+        read = read_values(consumer, count)
+    finally:
+        consumer.close()
+    assert len(read) == count
+    assert sorted(read) == [value(i) for i in range(count)]  # each record whole, none twice
+    produced = count * size
+    streamed = gateway.metric("groupkeeper_gateway_streamed_bytes_total", node=str(TANSU_NODE))
+    spliced = gateway.metric("groupkeeper_gateway_spliced_bytes_total", node=str(TANSU_NODE))
+    # all but each Produce's first read (64 KiB at most, and the link's first request whole)
+    # streams; the Fetch answers' record sets (more than the records: their batches' headers)
+    # are spliced but for the small ones read at the log's end
+    assert produced / 2 < streamed < produced, (streamed, produced)
+    assert produced / 2 < spliced < produced * 1.2, (spliced, produced)
