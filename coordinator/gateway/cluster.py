@@ -70,7 +70,7 @@ class GatewayClusterApi(ClusterApi):
         super().__init__(coordinator, topics, acls, metadata_cache_bytes=metadata_cache_bytes)
         self.gateway = gateway
         self.authorization = (Authorization(acls, topics.names_by_id, topics.want) if acls is not None else None)
-        gateway.streams_produce = self.authorization is None  # with ACLs a Produce's topics are read first
+        gateway.passes_unread = self.authorization is None  # with ACLs a request's topics are read first
         self.share_groups = ShareGroupAdmin(gateway, self.authorization)  # what ListGroups and DeleteGroups ask
 
     def route(self, api_key: int, api_version: int) -> Route | None:

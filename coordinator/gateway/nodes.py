@@ -94,8 +94,9 @@ class Gateway:
         # rewriter, its FetchReading): made once, not per record
         self._readings: dict[tuple[int, int, str, tuple[str, int]],
                              tuple[Callable[[bytes], bytes] | None, FetchReading | None]] = {}
-        # Produce requests pass as they arrive (`stream`); off with ACLs (GatewayClusterApi)
-        self.streams_produce = True
+        # Produce and Fetch requests pass with no more than their headers read (`express`, and a
+        # Produce as it arrives: `stream`); off with ACLs, which read their topics (GatewayClusterApi)
+        self.passes_unread = True
         # (version, listener, answer's size) -> (the broker's answer after its correlation id, the
         # coordinator nodes and open nodes then, the rewrite's size prefix and bytes after its correlation id)
         self._metadata_rewrites: dict[tuple[int, str, int], tuple[bytes, list, set[int], bytes, bytes]] = {}
@@ -252,7 +253,7 @@ class Gateway:
         Produce with acks=0, False for anything else (another API, ACLs on, a header that
         does not read: then it goes the usual way, which refuses it if it must)."""
         api_key = data[5]
-        if data[4] or api_key > 1 or not self.streams_produce:  # api keys 0 and 1 (Produce, Fetch), no ACLs
+        if data[4] or api_key > 1 or not self.passes_unread:  # api keys 0 and 1 (Produce, Fetch), no ACLs
             return False
         try:
             api_version, correlation_id = _VERSION_CORRELATION.unpack_from(data, 6)
@@ -297,10 +298,10 @@ class Gateway:
         """A Produce of `size` bytes relayed as it comes, once `start` (its first bytes) has:
         its records pass on from the client's socket in the order they arrive, never held
         whole (`BrokerLink.forward`). Only where nothing of the request needs reading past
-        its header: not with ACLs (`streams_produce` False: the topics are authorized, the
+        its header: not with ACLs (`passes_unread` False: the topics are authorized, the
         request perhaps cut), and not for another API. False: read it whole and relay it
         as any (also while `start` is too short to tell its acks)."""
-        if not self.streams_produce:
+        if not self.passes_unread:
             return False
         try:
             api_key, api_version, correlation_id = head(start)
