@@ -9,7 +9,8 @@ first if it names brokers. The link is served by the server's poll loop like a c
 connection (non-blocking socket, `readable`/`writable`), so relaying costs no task.
 
 Bounded both ways: while the link holds more than `max_queued_reply_bytes` that the broker
-has not taken, the client connection is not read (`busy`); while the client has more than
+has not taken (of a Produce streaming, `HELD_STREAMING`: `backed_up`), the client connection
+is not read (`busy`); while the client has more than
 that of answers it has not taken, the broker is not read (`drained` reads it again). A
 broker that cannot be reached or closes the link closes the client connection too, so that
 the client looks the cluster up again; but not a link of a listener's own port that ends
@@ -23,7 +24,10 @@ its client's by the kernel, through a pipe of its own (`serving.splice`), betwee
 sockets; the client's `Outbox` keeps their place among its other bytes. The other way, a
 large Produce streams (`stream_request`, `forward`): its first bytes, then its rest as its
 client's connection reads it, each part sent on as it comes (copied: a broker reading
-spliced bytes works harder than the copy costs, see `serving.connection.STREAM_CHUNK`).
+spliced bytes works harder than the copy costs, see `serving.connection.STREAM_CHUNK`),
+from the connection's read buffer; what the socket does not take is kept, and once that is
+more than `HELD_STREAMING` the client is read no more until the socket took it all
+(`backed_up`), so that a broker slower than its producer leaves the bytes in the kernel.
 
 Secured (`gateway_security_protocol`, `BrokerSecurity`): once connected, the link does TLS
 (`TLSSocket`'s client side, driven by the poll loop) and SASL (`security.upstream.Login`:
@@ -68,6 +72,7 @@ READ_SIZE = 256 * 1024  # bytes asked of the kernel per read: answers to fetches
 # that what follows a partition's head stays in the kernel to be spliced, not copied
 SPLICING_READ_SIZE = 32 * 1024
 SPLICE_MIN = 16 * 1024  # record bytes ahead worth a splice rather than a read
+HELD_STREAMING = 256 * 1024  # bytes of a streaming request held here before its client waits (`backed_up`)
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">ii")  # an answer's size and correlation id
 # what a request waits for: its Pending, its correlation id, what rewrites its answer whole,
@@ -271,10 +276,30 @@ class BrokerLink:
         self.out.add(_SIZE.pack(size))
         self._push(start)
 
-    def forward(self, part: bytes) -> None:
-        """The next bytes of the request streaming (`send_start`), as its client sent them."""
+    @property
+    def backed_up(self) -> bool:
+        """Whether the request streaming should wait for the socket: the kernel did not take
+        the last `HELD_STREAMING` bytes given it. The client's bytes then wait in the kernel,
+        as a relay's do, not here (megabytes held here cost the copies and page faults the
+        produce figures showed: docs/benchmarks.md, "A Produce's rest read into one buffer")."""
+        return self.out.size > HELD_STREAMING
+
+    def forward(self, part) -> None:
+        """The next bytes of the request streaming (`send_start`), as its client sent them:
+        a view of its connection's read buffer, sent now or copied (it is read into again)."""
         self.gateway.streamed(self, len(part))
-        self._push(part)
+        if not self.out:  # nothing waits before it: from the buffer as it is
+            try:
+                sent = self.sock.send(part)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                return self._ended(f"broker went away: {exc.strerror or exc}")
+            if sent == len(part):
+                return
+            part = part[sent:]
+        self.out.add(bytes(part))
+        self._watch()
 
     def _push(self, part) -> None:
         self.out.add(part)

@@ -22,6 +22,7 @@ import math
 import socket
 import ssl
 import struct
+import threading
 import time
 from collections import deque
 from functools import partial
@@ -54,6 +55,19 @@ STREAM_START = 256  # bytes of a large request that must have come before it may
 # 7 %, Kafka 13 %), more than the copy costs here (docs/benchmarks.md, "A Produce's rest
 # copied, not spliced")
 STREAM_CHUNK = 256 * 1024
+# What a streaming request's rest is read into: one buffer per serving thread, reused for every
+# read, whose bytes the upstream sends on at once or copies (`Upstream.forward`). A fresh
+# bytes object per read cost the gateway a page fault every 4 KiB it passed (glibc gave the
+# freed megabytes back to the system and took them again: 57,000 faults in a phase of 1 GB,
+# HAProxy none; docs/benchmarks.md, "A Produce's rest read into one buffer").
+_STREAM_BUFFERS = threading.local()
+
+
+def _stream_buffer() -> memoryview:
+    view = getattr(_STREAM_BUFFERS, "view", None)
+    if view is None:
+        view = _STREAM_BUFFERS.view = memoryview(bytearray(STREAM_CHUNK))
+    return view
 _HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
 _CONSUMER_HEARTBEAT = CONSUMER_GROUP_HEARTBEAT.key.to_bytes(2, "big")  # and a ConsumerGroupHeartbeat's
 _KEY_VERSION = struct.Struct(">hh")  # how every request's frame begins: api key, api version
@@ -245,25 +259,25 @@ class ClientConnection:
         """The streaming request's next bytes, read from the socket (`STREAM_CHUNK` at most a
         call) and handed to the upstream, for as long as they come and it has room for them;
         then the next request."""
-        upstream, recv = self.upstream, self.sock.recv
+        upstream, recv_into, buffer = self.upstream, self.sock.recv_into, _stream_buffer()
         while self.passing:
             if upstream.closed:
                 return self.close("its upstream went away")
-            if upstream.busy:  # read again once the upstream took it (`go_on`)
+            if upstream.backed_up:  # read again once the upstream's socket took it (`go_on`)
                 self.pass_paused = True
                 self.until = math.inf
                 self._watch()
                 return
             try:
-                part = recv(min(self.passing, STREAM_CHUNK))
+                n = recv_into(buffer, min(self.passing, STREAM_CHUNK))
             except BlockingIOError:
                 return
             except OSError:
                 return self.close("peer went away")
-            if not part:
+            if not n:
                 return self.close("closed by peer")
-            self.passing -= len(part)
-            upstream.forward(part)
+            self.passing -= n
+            upstream.forward(buffer[:n])  # sent, or copied, before the next read
             if self.closed:
                 return
         self.started = None

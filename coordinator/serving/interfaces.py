@@ -97,6 +97,11 @@ class Upstream(Protocol):
         """It holds too much not yet sent on: read no more requests of its connection."""
 
     @property
+    def backed_up(self) -> bool:
+        """The request streaming to it waits: what it was given is not all sent on. Its
+        connection calls `go_on` once it is."""
+
+    @property
     def closed(self) -> bool: ...
 
     def drained(self) -> None:
@@ -112,7 +117,8 @@ class Upstream(Protocol):
         """`data`, one whole request as it was read (its size first), relayed as it is if the
         upstream takes it so: its answer's Pending (None: it has none), or False."""
 
-    def forward(self, part: bytes) -> None:
-        """The next bytes of the request streaming, as the connection read them."""
+    def forward(self, part) -> None:
+        """The next bytes of the request streaming, as the connection read them: a view of
+        its read buffer, which it reads into again once this returns (sent on, or copied)."""
 
     def close(self, reason: str) -> None: ...
