@@ -236,9 +236,10 @@ class BrokerLink:
             return False
         return self.gateway.express(self, data)
 
-    def send_now(self, *parts: bytes) -> None:
-        """Send `parts` (a request, its size first) in one call, with nothing queued before
-        them on this plain socket (`express` checked); what the socket does not take waits."""
+    def send_now(self, *parts, copy: bool = False) -> None:
+        """Send `parts` (a request, its size first; or a part of one streaming) in one call,
+        with nothing queued before them on this plain socket (`express` checked); what the
+        socket does not take waits, a copy of it with `copy` (a buffer that is used again)."""
         try:
             sent = self.sock.sendmsg(parts) if len(parts) > 1 else self.sock.send(parts[0])
         except BlockingIOError:
@@ -247,7 +248,8 @@ class BrokerLink:
             return self._ended(f"broker went away: {exc.strerror or exc}")
         for part in parts:
             if sent < len(part):
-                self.out.add(memoryview(part)[sent:])
+                rest = memoryview(part)[sent:]
+                self.out.add(bytes(rest) if copy else rest)
             sent = max(sent - len(part), 0)
         if self.out:
             self._watch()
@@ -274,7 +276,11 @@ class BrokerLink:
         if waiting is not None:
             self.waiting.append(waiting)
         self.out.add(_SIZE.pack(size))
-        self._push(start)
+        self.out.add(start)
+        if not self.mask & EPOLLOUT:  # not waiting for room in the socket: now
+            self._flush()
+        if self.out and not self.closed:
+            self._watch()
 
     @property
     def backed_up(self) -> bool:
@@ -288,25 +294,11 @@ class BrokerLink:
         """The next bytes of the request streaming (`send_start`), as its client sent them:
         a view of its connection's read buffer, sent now or copied (it is read into again)."""
         self.gateway.streamed(self, len(part))
-        if not self.out:  # nothing waits before it: from the buffer as it is
-            try:
-                sent = self.sock.send(part)
-            except BlockingIOError:
-                sent = 0
-            except OSError as exc:
-                return self._ended(f"broker went away: {exc.strerror or exc}")
-            if sent == len(part):
-                return
-            part = part[sent:]
-        self.out.add(bytes(part))
-        self._watch()
-
-    def _push(self, part) -> None:
-        self.out.add(part)
-        if not self.mask & EPOLLOUT:  # not waiting for room in the socket: now
-            self._flush()
-        if self.out and not self.closed:
+        if self.out:  # after what waits for room in the socket
+            self.out.add(bytes(part))
             self._watch()
+        else:  # nothing waits before it: from the buffer as it is
+            self.send_now(part, copy=True)
 
     def _flush(self) -> None:
         try:

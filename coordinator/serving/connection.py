@@ -61,13 +61,6 @@ STREAM_CHUNK = 256 * 1024
 # freed megabytes back to the system and took them again: 57,000 faults in a phase of 1 GB,
 # HAProxy none; docs/benchmarks.md, "A Produce's rest read into one buffer").
 _STREAM_BUFFERS = threading.local()
-
-
-def _stream_buffer() -> memoryview:
-    view = getattr(_STREAM_BUFFERS, "view", None)
-    if view is None:
-        view = _STREAM_BUFFERS.view = memoryview(bytearray(STREAM_CHUNK))
-    return view
 _HEARTBEAT = HEARTBEAT.key.to_bytes(2, "big")  # how a heartbeat's frame begins
 _CONSUMER_HEARTBEAT = CONSUMER_GROUP_HEARTBEAT.key.to_bytes(2, "big")  # and a ConsumerGroupHeartbeat's
 _KEY_VERSION = struct.Struct(">hh")  # how every request's frame begins: api key, api version
@@ -76,6 +69,14 @@ _PEER_CLOSED = ("closed by peer", "peer went away")
 CHURN_SECONDS = 10.0  # a close this soon after the last one of its address and reason continues a burst
 CHURN_RELOG_SECONDS = 60.0  # a burst that goes on is logged again this often, with what it folded
 MAX_CHURN_KEYS = 10_000  # (address, reason) pairs remembered; past it the ones whose bursts ended go
+
+
+def _stream_buffer() -> memoryview:
+    """This serving thread's buffer for a streaming request's rest (`_STREAM_BUFFERS`)."""
+    view = getattr(_STREAM_BUFFERS, "view", None)
+    if view is None:
+        view = _STREAM_BUFFERS.view = memoryview(bytearray(STREAM_CHUNK))
+    return view
 
 
 class Churn:
