@@ -160,7 +160,7 @@ _PLAINTEXT = BrokerSecurity()
 
 
 class BrokerLink:
-    __slots__ = ("address", "closed", "connection", "extras", "fd", "gateway", "gathering", "head", "heard", "log",
+    __slots__ = ("address", "closed", "connection", "corked", "extras", "fd", "gateway", "gathering", "head", "heard", "log",
                  "login", "mask", "node", "out", "paused", "pipe", "queued", "reader", "security", "sock", "splicing",
                  "stage", "streaming", "timer", "waiting")
 
@@ -183,6 +183,7 @@ class BrokerLink:
         self.login: Login | None = None  # the SASL exchange, while in it
         self.timer: trio.CancelScope | None = None  # the deadline for TLS and SASL, while they run
         self.closed = False
+        self.corked = False  # requests wait in `out` for `uncork`: one send for several (`cork`)
         self.paused = False  # not read: its client has too many answers not taken (or its pipe is full)
         self.pipe: Pipe | None = None  # where it splices record sets, once it has (plain sockets only)
         self.splicing = 0  # bytes of the answer streaming now that are to be spliced, not read
@@ -217,6 +218,10 @@ class BrokerLink:
         if waiting is not None:
             self.waiting.append(waiting)
         size = _SIZE.pack(len(frame))  # size and frame as two buffers: a Produce's records are not copied
+        if self.corked:  # sent with the others of its read (`uncork`)
+            self.out.add(size)
+            self.out.add(frame)
+            return
         if self.stage or self.out or type(self.sock) is not socket.socket:
             box = self.queued if self.stage else self.out  # not through yet: after the link's own requests
             box.add(size)
@@ -227,6 +232,23 @@ class BrokerLink:
                     self._watch()
             return
         self.send_now(size, frame)  # the common case: nothing waits, a plain socket
+
+    def cork(self) -> bool:
+        """Hold the requests `send` is given until `uncork`, then send them in one call: its
+        client's requests that one read brought (`ClientConnection.handle`). Whether it did
+        (not before the link is through, nor with requests waiting for the socket or TLS)."""
+        if self.stage or self.out or self.closed or type(self.sock) is not socket.socket:
+            return False
+        self.corked = True
+        return True
+
+    def uncork(self) -> None:
+        """Send the requests held since `cork`; what the socket does not take waits for it."""
+        self.corked = False
+        if self.out and not self.closed:
+            self._flush()
+            if self.out and not self.closed:
+                self._watch()
 
     def express(self, data: bytes):
         """`data`, one whole request read as it came (its size first), relayed as it is in one
@@ -240,6 +262,10 @@ class BrokerLink:
         """Send `parts` (a request, its size first; or a part of one streaming) in one call,
         with nothing queued before them on this plain socket (`express` checked); what the
         socket does not take waits, a copy of it with `copy` (a buffer that is used again)."""
+        if self.corked:  # sent with the others of its read (`uncork`)
+            for part in parts:
+                self.out.add(bytes(part) if copy else part)
+            return
         try:
             sent = self.sock.sendmsg(parts) if len(parts) > 1 else self.sock.send(parts[0])
         except BlockingIOError:
@@ -371,13 +397,25 @@ class BrokerLink:
         id checked). An answer that names no broker and is the next its client is owed is
         passed on as it arrives, part by part (cut through: a 5 MB Fetch answer is not held
         whole before its first byte goes out, which cost fetch throughput a third); one that
-        must be rewritten, or waits behind other answers, is gathered whole (one copy) first."""
+        must be rewritten, or waits behind other answers, is gathered whole (one copy) first.
+        Answers that end in `data` with more after them go to the client together, in one
+        send (`ClientConnection.cork`)."""
+        connection = self.connection
+        try:
+            self._each_answer(data, connection)
+        finally:
+            if connection.corked:
+                connection.uncork()
+
+    def _each_answer(self, data: bytes, connection: ClientConnection) -> None:
         n, pos = len(data), 0
         view = memoryview(data)
         while pos < n and not self.closed:
             if self.streaming is not None:  # an answer going out as it arrives
                 pending, left, walk = self.streaming
                 take = min(left, n - pos)
+                if take < n - pos and not connection.corked:  # more after its end: sent with it
+                    connection.cork()
                 part = data if take == n else view[pos:pos + take]
                 pos += take
                 self.streaming = (pending, left - take, walk) if left > take else None
@@ -390,6 +428,8 @@ class BrokerLink:
                 pending, rewrite, parts, need, walks = self.gathering
                 have = sum(map(len, parts))
                 take = min(need - have, n - pos)
+                if take < n - pos and not connection.corked:
+                    connection.cork()
                 whole = not parts and take == need
                 part = (data if take == n else data[pos:pos + take]) if whole else view[pos:pos + take]
                 pos += take
@@ -427,7 +467,7 @@ class BrokerLink:
             pending, expected, rewrite, walks = self.waiting.popleft()
             if correlation_id != expected:
                 return self.close("the broker answered out of order")
-            if pos == 0 and n == 4 + size and self.connection.at_head(pending.place):
+            if pos == 0 and n == 4 + size and connection.at_head(pending.place):
                 # the data path's common case (a Produce's answer, a Fetch's): one answer,
                 # whole, and the next its client is owed: out at once, with no Pending to resolve
                 if walks is None:
@@ -436,6 +476,8 @@ class BrokerLink:
                 # 39-41 for 1-256 KiB, docs/benchmarks.md): nothing in it to rewrite
                 if walks.whole(data):
                     return self.connection.pass_on(pending.place, data, True)
+            if 4 + size - (8 if started else 0) < n - pos and not connection.corked:
+                connection.cork()
             # streamed: an answer left as it is (walked as it passes, if it is a Fetch whose
             # high watermarks are read), or one to rewrite that is walked and is not here
             # whole (one that is, is rewritten whole: its size may change then)
@@ -550,7 +592,7 @@ class BrokerLink:
         elif self.stage == TLS:
             mask = EPOLLIN | (EPOLLOUT if self.sock.wants_write else 0)
         else:
-            mask = (0 if self.paused else EPOLLIN) | (EPOLLOUT if self.out else 0)
+            mask = (0 if self.paused else EPOLLIN) | (EPOLLOUT if self.out and not self.corked else 0)
         if mask != self.mask and not self.closed:
             self.connection.host.watch(self.fd, mask)
             self.mask = mask

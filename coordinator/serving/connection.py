@@ -116,7 +116,7 @@ CHURN = Churn()  # the process's one: a client is the same client on every liste
 
 class ClientConnection:
     """A Kafka client's connection to this server, as the server sees it."""
-    __slots__ = ("backlog", "bytes", "client", "closed", "declined", "fd", "gate", "held", "host", "in_flight", "log",
+    __slots__ = ("backlog", "bytes", "client", "closed", "corked", "declined", "fd", "gate", "held", "host", "in_flight", "log",
                  "mask", "out", "pass_paused", "passing", "reader", "reading_timeout", "replies", "room",
                  "sock", "started", "until", "upstream", "waiting")
 
@@ -145,6 +145,7 @@ class ClientConnection:
         self.passing = 0  # bytes still to come of the request streaming to its upstream (`_stream`)
         self.pass_paused = False  # not read until its upstream has taken what it holds of that request
         self.declined = False  # the large request now arriving is not its upstream's to stream: read whole
+        self.corked = False  # answers wait in `out` for `uncork`: one send for several (`cork`)
         self.closed = False
 
     def arm(self, now: float) -> None:
@@ -285,7 +286,18 @@ class ClientConnection:
         self.arm(trio.current_time())
 
     def handle(self, frames: list[bytes], now: float) -> None:
-        """Handle `frames` in order, up to the first that must wait for the connection to go on."""
+        """Handle `frames` in order, up to the first that must wait for the connection to go on.
+        Several read together that its upstream relays go to it in one send (`Upstream.cork`),
+        as a relay sends on what one read brought."""
+        upstream = self.upstream
+        if upstream is None or len(frames) == 1 or not upstream.cork():
+            return self._handle(frames, now)
+        try:
+            self._handle(frames, now)
+        finally:
+            upstream.uncork()
+
+    def _handle(self, frames: list[bytes], now: float) -> None:
         host = self.host
         api, limits = host.api, host.limits
         stable_heartbeat, handler_of = api.stable_heartbeat, host.handler
@@ -543,10 +555,37 @@ class ClientConnection:
             return
         self._send(out[0] if len(out) == 1 else b"".join(out))  # a large relayed answer is not copied
 
+    def cork(self) -> bool:
+        """Hold what is sent to this client until `uncork`, then send it in one call: the
+        several answers one read of a broker's socket brought (`BrokerLink._answers`) go out as
+        a relay sends them, not in a `send` each. Whether it did (not with bytes already
+        waiting for the socket, which `writable` sends; not over TLS, which sends a buffer a call)."""
+        if self.out or self.closed or type(self.sock) is not socket.socket:
+            return False
+        self.corked = True
+        return True
+
+    def uncork(self) -> None:
+        """Send what was held since `cork`, in one call; what the kernel does not take waits."""
+        self.corked = False
+        if self.closed or not self.out:
+            return
+        try:
+            sent = self.out.send(self.sock)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            return self.close("peer went away")
+        self.bytes -= sent
+        if self.room is not None:
+            self._wake()
+        if self.out:
+            self._watch()
+
     def _send(self, data) -> None:
         """Send `data` after what already waits for the socket, without blocking; what the
-        kernel does not take waits for it."""
-        if self.out:
+        kernel does not take waits for it (as does all of it while `corked`)."""
+        if self.out or self.corked:
             self.out.add(data)
             return
         if type(data) is Piped or type(self.sock) is not socket.socket:
@@ -596,7 +635,8 @@ class ClientConnection:
     def _watch(self) -> None:
         """Wait for what this connection can use: bytes to read unless paused, room to send if
         it has bytes the kernel did not take."""
-        mask = (0 if self.backlog or self.held or self.pass_paused else EPOLLIN) | (EPOLLOUT if self.out else 0)
+        mask = ((0 if self.backlog or self.held or self.pass_paused else EPOLLIN)
+                | (EPOLLOUT if self.out and not self.corked else 0))
         if mask != self.mask and not self.closed:
             self.host.watch(self.fd, mask)
             self.mask = mask

@@ -121,4 +121,11 @@ class Upstream(Protocol):
         """The next bytes of the request streaming, as the connection read them: a view of
         its read buffer, which it reads into again once this returns (sent on, or copied)."""
 
+    def cork(self) -> bool:
+        """Hold the requests it is given until `uncork`, to send them in one call: the
+        connection's requests that one read brought. Whether it will (False: each goes as before)."""
+
+    def uncork(self) -> None:
+        """Send what it held since `cork`."""
+
     def close(self, reason: str) -> None: ...

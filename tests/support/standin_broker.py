@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 import uuid
@@ -66,6 +67,9 @@ class StandInBroker:
         self.listener.settimeout(0.1)
         self.port = self.listener.getsockname()[1]
         self.requests: list[tuple[int, int]] = []  # (API key, version) in arrival order
+        # each read's whole requests (their API keys) and the data segments its connection had
+        # received by then (TCP_INFO's tcpi_data_segs_in): how many sends brought them
+        self.reads: list[tuple[list[int], int]] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._accept, daemon=True)]
         self._connections: list[socket.socket] = []
@@ -122,7 +126,9 @@ class StandInBroker:
             if not data:
                 return
             reader.feed(data)
-            for frame in reader.frames():
+            frames = reader.frames()
+            self.reads.append(([struct.unpack_from(">h", frame)[0] for frame in frames], data_segments_in(connection)))
+            for frame in frames:
                 header, request = decode_request(frame)
                 self.requests.append((header.api_key, header.api_version))
                 if header.api_key in self.raw:  # bytes, or a list of parts sent a few ms apart
@@ -184,6 +190,16 @@ class StandInBroker:
                                       m.MetadataResponseBroker(node_id=node, host=host, port=port)
                                       for node, (host, port) in sorted(dict(self.others).items())],
                                   cluster_id="standin-cluster", controller_id=self.node_id, topics=answered)
+
+
+def data_segments_in(sock: socket.socket) -> int:
+    """The data segments `sock` has received (Linux's tcp_info, `tcpi_data_segs_in`, 4.6+):
+    on loopback, one per send of its peer that fits in a segment, pure ACKs not counted."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    return struct.unpack_from("=I", info, _DATA_SEGS_IN)[0]
+
+
+_DATA_SEGS_IN = 152  # its offset in struct tcp_info (include/uapi/linux/tcp.h)
 
 
 def set_leader(client: KazooClient, topic: str, partition: int, broker_id: int) -> None:
