@@ -23,8 +23,9 @@ With `broker` "kafka" (`--broker kafka`), Apache Kafka 4.4 (the reference; one K
 from the jars `make install` caches, `tools.kraft`) stands behind every mode instead: the
 direct and the gateway's clients reach it on its own listener, the relay's on a second one
 that advertises HAProxy's port. Each phase has a topic of its own, deleted (its files gone)
-once its round's mode is done, and before the rounds each phase is run once directly,
-unmeasured, so that the JVM has compiled its hot paths. Kafka's log is in memory, as Tansu's
+once its round's mode is done, and before the rounds each phase is run twice directly,
+unmeasured, with a round's records (and the consumer beside, with `beside`), so that the JVM
+has compiled its hot paths (`_warm`). Kafka's log is in memory, as Tansu's
 is, in a directory of /dev/shm named for the run, where that tmpfs and the machine's free
 memory have room for it (`_kafka_directory`), on disk in the run's directory otherwise: on
 disk, the kernel's writeback of gigabytes of log throttled whichever mode ran when it set in
@@ -985,20 +986,27 @@ def run(settings: Settings) -> dict:
     return result
 
 
-WARM_RECORDS = 300_000  # produced and read back through Kafka before the rounds
+WARM_RECORDS = 300_000  # produced and read back through Kafka before the rounds, at least
 WARM_SECONDS = 6.0  # of the latency phase likewise
+WARM_TIMES = 2  # the three phases, one after the other, this many times
 
 
 def _warm(kafka: _Kafka, bootstrap: str, settings: Settings) -> None:
-    """Kafka's JVM compiles its hot paths in its first minutes: each phase once, directly and
-    unmeasured (records of the run's size), so that the first round's mode does not pay for it."""
-    warm = Settings(**{**asdict(settings), "records": WARM_RECORDS, "seconds": WARM_SECONDS})
-    for topic in ("bench-gateway-warm", "bench-gateway-warm-latency"):
-        kafka.create_topic(topic, settings.partitions)
-    produce(bootstrap, "bench-gateway-warm", warm)
-    fetch(bootstrap, "bench-gateway-warm", warm, "bench-warm")
-    latency(bootstrap, "bench-gateway-warm-latency", warm)
-    kafka.delete_topics(["bench-gateway-warm", "bench-gateway-warm-latency"])
+    """Kafka's JVM compiles its hot paths in its first minutes: each phase directly and
+    unmeasured, `WARM_TIMES` times (as many records as a round's, the consumer beside too if
+    the run has it), so that the first round does not pay for it. Once, with 300,000 records,
+    left C2's compiler thread busy for 0.83 s of the first latency phase (0.02-0.16 s in the
+    others) and that phase's p99 at 3.7-9.1 ms against 0.3-2 (docs/benchmarks.md)."""
+    warm = Settings(**{**asdict(settings), "records": max(WARM_RECORDS, settings.records), "seconds": WARM_SECONDS})
+    for n in range(WARM_TIMES):
+        names = [f"bench-gateway-warm-{n}", f"bench-gateway-warm-latency-{n}"]
+        for topic in names:
+            kafka.create_topic(topic, settings.partitions)
+        produce(bootstrap, names[0], warm)
+        fetch(bootstrap, names[0], warm, f"bench-warm-{n}")
+        beside = _beside(bootstrap, names[1], f"bench-warm-beside-{n}", None) if settings.beside else None
+        latency(bootstrap, names[1], warm, beside)
+        kafka.delete_topics(names)
 
 
 def _terminated(signum, frame) -> None:
