@@ -160,9 +160,9 @@ _PLAINTEXT = BrokerSecurity()
 
 
 class BrokerLink:
-    __slots__ = ("address", "closed", "connection", "corked", "extras", "fd", "gateway", "gathering", "head", "heard", "log",
-                 "login", "mask", "node", "out", "paused", "pipe", "queued", "reader", "security", "sock", "splicing",
-                 "stage", "streaming", "timer", "waiting")
+    __slots__ = ("address", "closed", "connection", "corked", "extras", "fd", "gateway", "gathering", "head", "heard",
+                 "log", "login", "mask", "node", "out", "paused", "pipe", "queued", "reader", "security", "sock",
+                 "splicing", "stage", "streaming", "timer", "waiting")
 
     def __init__(self, gateway: Reports, connection: ClientConnection, node: int | None,
                  address: tuple[str, int], sockaddr: tuple, family: int, security: BrokerSecurity = _PLAINTEXT):

@@ -116,8 +116,8 @@ CHURN = Churn()  # the process's one: a client is the same client on every liste
 
 class ClientConnection:
     """A Kafka client's connection to this server, as the server sees it."""
-    __slots__ = ("backlog", "bytes", "client", "closed", "corked", "declined", "fd", "gate", "held", "host", "in_flight", "log",
-                 "mask", "out", "pass_paused", "passing", "reader", "reading_timeout", "replies", "room",
+    __slots__ = ("backlog", "bytes", "client", "closed", "corked", "declined", "fd", "gate", "held", "host", "in_flight",
+                 "log", "mask", "out", "pass_paused", "passing", "reader", "reading_timeout", "replies", "room",
                  "sock", "started", "until", "upstream", "waiting")
 
     def __init__(self, host: Host, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,

@@ -46,8 +46,9 @@ partitions k, k + N, ... with records of its own, MB/s over the span from the fi
 start to the last one's end; the latency phase goes through the first instance.
 
 The modes take turns: `rounds` rounds, each mode first in one of them, so that a noisy
-neighbour on a shared machine spreads over all three. In each round and mode, from this
-process:
+neighbour on a shared machine spreads over all three. Before the first, each mode's latency
+phase runs once, unmeasured, for `PATH_WARM_SECONDS` at most (with the consumer beside, if
+any). In each round and mode, from this process:
 
 - **produce**: `records` records (`size` bytes each, the first 8 the record's index) into a
   topic of the round with `partitions` partitions, as fast as librdkafka takes them:
@@ -989,6 +990,9 @@ def run(settings: Settings) -> dict:
 WARM_RECORDS = 300_000  # produced and read back through Kafka before the rounds, at least
 WARM_SECONDS = 6.0  # of the latency phase likewise
 WARM_TIMES = 2  # the three phases, one after the other, this many times
+# each mode's latency phase once before the rounds, unmeasured: the gateway's first round
+# had the worst p99 of its three in 6 of 8 Kafka runs with the consumer beside
+PATH_WARM_SECONDS = 3.0
 
 
 def _warm(kafka: _Kafka, bootstrap: str, settings: Settings) -> None:
@@ -1082,6 +1086,19 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                  "gateway": ([f"127.0.0.1:{g.port}" for g in gateways], tuple(g.pid for g in gateways))}
         rounds: dict[str, list[dict]] = {mode: [] for mode in MODES}
         broken: dict[str, str] = {}
+        for mode in MODES:  # each path's latency phase once, unmeasured (`PATH_WARM_SECONDS`)
+            topic, clients = f"{LATENCY_TOPIC}-{mode}-warm", by_mode[mode]
+            bootstrap = paths[mode][0][0]
+            try:
+                broker = fresh(mode, topic)
+                beside = (_beside(bootstrap, topic, f"bench-beside-{mode}-warm",
+                                  gateway.metrics_port if mode == "gateway" else None, _security(clients))
+                          if settings.beside else None)
+                latency(bootstrap, topic, replace(clients, seconds=min(PATH_WARM_SECONDS, settings.seconds)), beside)
+                if not broker.restarts:
+                    broker.delete_topics([topic])
+            except (GatewayBenchError, KafkaException) as exc:
+                broken[mode] = f"warm-up: {exc}"
         samples: dict[str, list[Path]] = {"produce": [], "fetch": [], "latency": []}
         for r in range(settings.rounds):
             for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:  # each mode first in turn
