@@ -29,7 +29,27 @@ from protocol.schemas import APIS
 
 # `_created` samples would reach Prometheus's text format as extra gauges, one per series
 disable_created_metrics()
-REGISTRY = CollectorRegistry(auto_describe=True)
+
+
+class Registry(CollectorRegistry):
+    """A registry that keeps its collectors in order (`collectors`), so that /metrics may be
+    made a collector at a time with the serving loop run between them
+    (`serving.metrics_http.exposition`); `collect()` is prometheus-client's own."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.collectors: list = []
+
+    def register(self, collector) -> None:
+        super().register(collector)
+        self.collectors.append(collector)
+
+    def unregister(self, collector) -> None:
+        super().unregister(collector)
+        self.collectors.remove(collector)
+
+
+REGISTRY = Registry(auto_describe=True)
 
 # Request latencies run from a heartbeat's fraction of a millisecond to a JoinGroup that
 # waits for a whole rebalance (up to its rebalance timeout, minutes).

@@ -66,7 +66,7 @@ any). In each round and mode, from this process:
   `beside` (`--beside`), a librdkafka consumer of that topic in a group of its own runs
   meanwhile, heartbeating and auto-committing every 100 ms (the group is groupkeeper's in
   the gateway's mode, the broker's in the others: the gateway's loop serves both), and the
-  gateway's /metrics is scraped at once and every second.
+  gateway's /metrics is scraped at once and every second, by a process of its own.
 
 A mode's MB/s is its median round's; its latency percentiles are over every round's records,
 and each round's p50 and p99 are printed beside them (the spread). The targets are issue
@@ -103,6 +103,7 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import textwrap
 import threading
@@ -725,6 +726,59 @@ SCRAPE_SECONDS = 1.0  # /metrics scraped this often beside the latency phase (Pr
 BESIDE_STATISTICS_MS = 100
 
 
+class _Scraper:
+    """/metrics scraped at once and then every `SCRAPE_SECONDS` from `go()` on, by a process
+    of its own, as Prometheus scrapes: a thread of the bench's process did it at first, and
+    its Python took the interpreter lock from the thread that times the records' deliveries
+    (the gateway's slowest records came at the scrapes, docs/benchmarks.md). The process
+    imports only the standard library's HTTP client and says when it is ready, so that its
+    start falls before the clock's."""
+
+    def __init__(self, url: str):
+        self.process = subprocess.Popen([sys.executable, "-c", _SCRAPE, url, str(SCRAPE_SECONDS)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self.process.stdout.readline() != "ready\n":
+            self.stop()
+            raise GatewayBenchError("beside: the /metrics scraper did not start")
+
+    def go(self) -> None:
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+
+    def stop(self) -> tuple[int, int]:
+        """Its scrapes and failed scrapes, once it has ended."""
+        try:
+            self.process.stdin.close()  # its word to end
+            said = self.process.stdout.read()
+            self.process.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
+            return 0, 0
+        scrapes, _, failed = said.strip().partition(" ")
+        return (int(scrapes), int(failed)) if scrapes.isdigit() and failed.isdigit() else (0, 0)
+
+
+# `_Scraper`'s process: its URL and period as arguments; "go" or the end of its input from the bench
+_SCRAPE = """
+import select, sys, urllib.request
+url, every = sys.argv[1], float(sys.argv[2])
+print("ready", flush=True)
+scrapes = failed = 0
+if sys.stdin.readline():
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                answer.read()
+            scrapes += 1
+        except OSError:
+            failed += 1
+        if select.select([sys.stdin], [], [], every)[0]:
+            break
+print(scrapes, failed, flush=True)
+"""
+
+
 @contextlib.contextmanager
 def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None, security: dict | None = None):
     """What runs beside the latency phase with --beside: a librdkafka consumer of the latency
@@ -732,8 +786,6 @@ def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None, se
     100 ms: the group is the gateway's in its mode, the broker's in the others), and, where
     there is one (the gateway's), /metrics scraped every second. Yields its counts, final
     once the block has ended."""
-    import urllib.request
-
     from confluent_kafka import Consumer
 
     counts = {"commits": 0, "commit_errors": 0, "scrapes": 0, "scrape_errors": 0, "fetches": 0, "fetch_seconds": 0.0}
@@ -757,36 +809,29 @@ def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None, se
         while not stop.is_set():
             consumer.consume(1000, 0.05)
 
-    def scrape() -> None:  # at once, then every SCRAPE_SECONDS
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as answer:
-                    answer.read()
-                counts["scrapes"] += 1
-            except OSError:
-                counts["scrape_errors"] += 1
-            if stop.wait(SCRAPE_SECONDS):
-                return
 
     consumer.subscribe([topic])
-    threads = [threading.Thread(target=consume, daemon=True)]
-    if metrics_port is not None:
-        threads.append(threading.Thread(target=scrape, daemon=True))
+    thread = threading.Thread(target=consume, daemon=True)
+    scraper = None
     try:
+        if metrics_port is not None:
+            scraper = _Scraper(f"http://127.0.0.1:{metrics_port}/metrics")
         deadline = time.monotonic() + 60
         while not consumer.assignment():  # in the group before the clock starts
             consumer.consume(100, 0.1)
             if time.monotonic() > deadline:
                 raise GatewayBenchError("beside: the consumer was given no partitions within 60 s")
         timing.set()
-        for thread in threads:
-            thread.start()
+        thread.start()
+        if scraper is not None:
+            scraper.go()
         yield counts
     finally:
         stop.set()
-        for thread in threads:
-            if thread.is_alive():
-                thread.join()
+        if thread.is_alive():
+            thread.join()
+        if scraper is not None:
+            counts["scrapes"], counts["scrape_errors"] = scraper.stop()
         consumer.close()
         if len(fetched) >= 2:  # the span between the phase's first and last statistics
             counts["fetches"] = fetched[-1][1] - fetched[0][1]
