@@ -570,6 +570,12 @@ class ClientConnection:
         self.corked = False
         if self.closed or not self.out:
             return
+        self._send_out()
+        if self.room is not None and not self.closed:
+            self._wake()
+
+    def _send_out(self) -> None:
+        """Send what waits in `out` as far as the socket takes it now; the rest waits for it."""
         try:
             sent = self.out.send(self.sock)
         except BlockingIOError:
@@ -577,8 +583,6 @@ class ClientConnection:
         except OSError:
             return self.close("peer went away")
         self.bytes -= sent
-        if self.room is not None:
-            self._wake()
         if self.out:
             self._watch()
 
@@ -592,16 +596,7 @@ class ClientConnection:
             # relayed bytes in a pipe (the broker link's), spliced; or TLS, which encrypts a
             # few records a call: as many calls as the socket takes now (`Outbox.send`)
             self.out.add(data)
-            try:
-                sent = self.out.send(self.sock)
-            except BlockingIOError:
-                sent = 0
-            except OSError:
-                return self.close("peer went away")
-            self.bytes -= sent
-            if self.out:
-                self._watch()
-            return
+            return self._send_out()
         try:
             sent = self.sock.send(data)
         except BlockingIOError:
