@@ -247,8 +247,12 @@ class BrokerLink:
         self.corked = False
         if self.out and not self.closed:
             self._flush()
-            if self.out and not self.closed:
+            if self.closed:
+                return
+            if self.out:
                 self._watch()
+            elif self.connection.backlog:  # its client paused for what it held, which has gone now
+                self.connection.go_on()
 
     def express(self, data: bytes):
         """`data`, one whole request read as it came (its size first), relayed as it is in one

@@ -571,8 +571,12 @@ class ClientConnection:
         if self.closed or not self.out:
             return
         self._send_out()
-        if self.room is not None and not self.closed:
+        if self.closed:
+            return
+        if self.room is not None:
             self._wake()
+        if not self.out and self.backlog:  # it paused while corked, for answers that have gone now
+            self._go_on()
 
     def _send_out(self) -> None:
         """Send what waits in `out` as far as the socket takes it now; the rest waits for it."""
