@@ -245,14 +245,8 @@ class BrokerLink:
     def uncork(self) -> None:
         """Send the requests held since `cork`; what the socket does not take waits for it."""
         self.corked = False
-        if self.out and not self.closed:
-            self._flush()
-            if self.closed:
-                return
-            if self.out:
-                self._watch()
-            elif self.connection.backlog:  # its client paused for what it held, which has gone now
-                self.connection.go_on()
+        if self.out and not self.closed:  # its client may have paused for what it held
+            self._send_held()
 
     def express(self, data: bytes):
         """`data`, one whole request read as it came (its size first), relayed as it is in one
@@ -350,6 +344,11 @@ class BrokerLink:
             return self._connected()
         if self.stage == TLS:
             return self._handshake()
+        self._send_held()
+
+    def _send_held(self) -> None:
+        """Send what waits in `out` as far as the socket takes it, then wait for room for the
+        rest, or let the client go on if it waited for room here (`writable`, `uncork`)."""
         if self.out:
             self._flush()
             if self.closed:

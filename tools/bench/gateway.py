@@ -809,7 +809,6 @@ def _beside(bootstrap: str, topic: str, group: str, metrics_port: int | None, se
         while not stop.is_set():
             consumer.consume(1000, 0.05)
 
-
     consumer.subscribe([topic])
     thread = threading.Thread(target=consume, daemon=True)
     scraper = None
@@ -1044,8 +1043,8 @@ def _warm(kafka: _Kafka, bootstrap: str, settings: Settings) -> None:
     """Kafka's JVM compiles its hot paths in its first minutes: each phase directly and
     unmeasured, `WARM_TIMES` times (as many records as a round's, the consumer beside too if
     the run has it), so that the first round does not pay for it. Once, with 300,000 records,
-    left C2's compiler thread busy for 0.83 s of the first latency phase (0.02-0.16 s in the
-    others) and that phase's p99 at 3.7-9.1 ms against 0.3-2 (docs/benchmarks.md)."""
+    left C2's compiler thread busy for 0.83 s of the first latency phase (0.04-0.16 s in the
+    others) and that phase's p99 at 3.7-9.1 ms against 0.2-2.0 (docs/benchmarks.md)."""
     warm = Settings(**{**asdict(settings), "records": max(WARM_RECORDS, settings.records), "seconds": WARM_SECONDS})
     for n in range(WARM_TIMES):
         names = [f"bench-gateway-warm-{n}", f"bench-gateway-warm-latency-{n}"]
@@ -1131,15 +1130,19 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                  "gateway": ([f"127.0.0.1:{g.port}" for g in gateways], tuple(g.pid for g in gateways))}
         rounds: dict[str, list[dict]] = {mode: [] for mode in MODES}
         broken: dict[str, str] = {}
+
+        def beside_for(mode: str, topic: str, group: str):
+            """What runs beside `mode`'s latency phase on `topic` (`_beside`), or None without --beside."""
+            if not settings.beside:
+                return None
+            return _beside(paths[mode][0][0], topic, group, gateway.metrics_port if mode == "gateway" else None,
+                           _security(by_mode[mode]))
         for mode in MODES:  # each path's latency phase once, unmeasured (`PATH_WARM_SECONDS`)
             topic, clients = f"{LATENCY_TOPIC}-{mode}-warm", by_mode[mode]
-            bootstrap = paths[mode][0][0]
             try:
                 broker = fresh(mode, topic)
-                beside = (_beside(bootstrap, topic, f"bench-beside-{mode}-warm",
-                                  gateway.metrics_port if mode == "gateway" else None, _security(clients))
-                          if settings.beside else None)
-                latency(bootstrap, topic, replace(clients, seconds=min(PATH_WARM_SECONDS, settings.seconds)), beside)
+                latency(paths[mode][0][0], topic, replace(clients, seconds=min(PATH_WARM_SECONDS, settings.seconds)),
+                        beside_for(mode, topic, f"bench-beside-{mode}-warm"))
                 if not broker.restarts:
                     broker.delete_topics([topic])
             except (GatewayBenchError, KafkaException) as exc:
@@ -1172,9 +1175,7 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                                                   relay_pids, broker.pid, raw(phase))
                                  for phase in ("produce", "fetch")}
                     broker = fresh(mode, latency_topic)
-                    beside = (_beside(bootstrap, latency_topic, f"bench-beside-{mode}-{r + 1}",
-                                      gateway.metrics_port if mode == "gateway" else None, _security(clients))
-                              if settings.beside else None)
+                    beside = beside_for(mode, latency_topic, f"bench-beside-{mode}-{r + 1}")
                     entry["latency"] = _measured(lambda: latency(bootstrap, latency_topic, clients, beside),
                                                  relay_pids, broker.pid, raw("latency"))
                     rounds[mode].append(entry)
