@@ -163,6 +163,7 @@ class SaslGate:
     """One connection's way through authentication; the connection drops it once through."""
 
     __slots__ = ("auth", "deadline", "exchange", "mechanism", "raw")
+    expired = "authentication timeout"  # the close's reason when `deadline` passes first
 
     def __init__(self, auth: Authentication, deadline: float):
         self.auth = auth
@@ -227,7 +228,7 @@ class SaslGate:
         try:
             answer = self._run(token)
         except AuthenticationFailed as exc:
-            return self._failed(connection, header, str(exc))
+            return self._failed(connection, header, str(exc), bool(rest))
         self._answered(connection, header, answer, started)
 
     async def _in_thread(self, connection, header, token: bytes, rest: list[bytes]) -> None:
@@ -237,7 +238,7 @@ class SaslGate:
             answer = await trio.to_thread.run_sync(self._run, token, limiter=_PLAIN_CHECKS)
         except AuthenticationFailed as exc:
             if not connection.closed:
-                self._failed(connection, header, str(exc))
+                self._failed(connection, header, str(exc), bool(rest))
             return
         if connection.closed:
             return
@@ -264,9 +265,10 @@ class SaslGate:
         connection.log.info("authenticated", principal=principal, mechanism=self.mechanism,
                             duration_s=round(time.perf_counter() - started, 4))
 
-    def _failed(self, connection, header: RequestHeader | None, reason: str) -> None:
-        """Answer a failure (unless its token came bare) and close, when `Pacing` says: the
-        answer waits with the close, as Kafka's does, so a guesser learns nothing sooner."""
+    def _failed(self, connection, header: RequestHeader | None, reason: str, more: bool) -> None:
+        """Answer a failure (unless its token came bare), when `Pacing` says, and close: the
+        answer waits, as Kafka's does, so a guesser learns nothing sooner. The close waits for
+        the client's (`Refused`) unless it sent `more` after the failed token."""
         now = trio.current_time()
         at = self.auth.pacing.failed((connection.client.host, self.exchange.user), now)
         metrics.AUTHENTICATIONS.labels(self.mechanism, "failed").inc()
@@ -276,7 +278,7 @@ class SaslGate:
         connection.hold()
         answer = (None if header is None else
                   encode_response(header, _authenticate_error(ErrorCode.SASL_AUTHENTICATION_FAILED, FAILED)))
-        connection.host.start_soon(_fail_at, connection, at, answer)
+        connection.host.start_soon(_fail_at, connection, at, answer, more)
 
     def _refuse(self, connection, header: RequestHeader | None, body, reason: str) -> None:
         """Answer (unless the request came bare) and close: a protocol error, not a failed password."""
@@ -297,15 +299,42 @@ def _go_on(connection, frames: list[bytes], now: float) -> None:
         connection.flush()
 
 
-async def _fail_at(connection, at: float, answer: bytes | None) -> None:
-    """At `at`: the failure's answer, if any, and the close."""
+async def _fail_at(connection, at: float, answer: bytes | None, more: bool) -> None:
+    """At `at`: the failure's answer, if any, then the close; unless the client sent `more`,
+    the close waits for the client's (`Refused`)."""
     await trio.sleep_until(at)
     if connection.closed:  # its peer went away meanwhile (a reset), or the server is stopping
         return
     if answer is not None:
         connection.add(answer)
         connection.flush()
-    connection.close("authentication failed")
+    if answer is None or more:  # a bare token's failure has no answer: nothing to wait for
+        return connection.close(Refused.expired)
+    connection.gate = Refused(at + LINGER)
+    connection.release()
+
+
+LINGER = 5.0  # seconds a refused connection waits for its client to close it
+
+
+class Refused:
+    """A connection whose login failed, its answer sent: open until its client closes it (every
+    client does, once it reads the answer), sends anything more, or `LINGER` passes.
+
+    Kafka closes at once after the answer; a client that reads the answer and the end of the
+    stream in one go may then drop the answer: kafka-python 3.0 does (its transports report the
+    end before handing on the bytes read with it), and its user sees "socket disconnected"
+    instead of the wrong password. Waiting for the client's close costs a guesser nothing it
+    could use (its answer has come), and holds its connection at most `LINGER` longer."""
+
+    __slots__ = ("deadline",)
+    expired = "authentication failed"  # the close's reason when `deadline` passes first
+
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+
+    def admit(self, connection, frames: list[bytes], now: float) -> None:
+        connection.close(self.expired)
 
 
 def _authenticate_error(code: ErrorCode, message: str) -> m.SaslAuthenticateResponse:

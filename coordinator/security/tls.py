@@ -258,6 +258,7 @@ class TlsGate:
     its principal is its client certificate's subject (ANONYMOUS without one)."""
 
     __slots__ = ("deadline",)
+    expired = "authentication timeout"  # the close's reason when `deadline` passes first
 
     def __init__(self, deadline: float):
         self.deadline = deadline  # handshake and first request by then, or closed

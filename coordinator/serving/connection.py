@@ -44,7 +44,7 @@ from .splice import Piped
 
 if TYPE_CHECKING:
     from ..security.client import Client
-    from ..security.sasl import SaslGate
+    from ..security.sasl import Refused, SaslGate
     from ..security.tls import TLSSocket, TlsGate
     from .interfaces import Host, Upstream
 
@@ -121,7 +121,7 @@ class ClientConnection:
                  "sock", "started", "until", "upstream", "waiting")
 
     def __init__(self, host: Host, sock: socket.socket | TLSSocket, peer: tuple[str, int], client: Client,
-                 gate: SaslGate | TlsGate | None):
+                 gate: SaslGate | TlsGate | Refused | None):
         self.host = host
         self.sock = sock
         self.fd = sock.fileno()

@@ -303,7 +303,7 @@ class Server:
             await trio.sleep(period)
             now = trio.current_time()
             for connection in [c for c in self._connections.values() if c.until <= now]:
-                connection.close("authentication timeout" if connection.gate is not None else
+                connection.close(connection.gate.expired if connection.gate is not None else
                                  "request read timeout" if connection.reading_timeout else "idle timeout")
             if self._released >= TRIM_AFTER:  # clients went with megabytes of answers: give them back
                 self._released = 0

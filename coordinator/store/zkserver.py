@@ -215,7 +215,8 @@ class ZooKeeperServer:
 
     def __init__(self, data_dir: str | os.PathLike, port: int, host: str = "127.0.0.1",
                  tick_ms: int = 2000, max_client_connections: int = 1000,
-                 peers: list[Peer] | None = None, server_id: int | None = None, heap_mb: int = 512):
+                 peers: list[Peer] | None = None, server_id: int | None = None, heap_mb: int = 512,
+                 force_sync: bool = True):
         if peers and not (server_id and 1 <= server_id <= len(peers)):
             raise ValueError(f"server id {server_id} is not one of the ensemble's 1-{len(peers)}")
         self.data_dir = Path(data_dir)
@@ -226,6 +227,10 @@ class ZooKeeperServer:
         self.peers = peers or []
         self.server_id = server_id
         self.heap_mb = heap_mb  # its JVM's heap: ZooKeeper holds all its data in memory
+        # False: a write is acknowledged once in the OS's page cache, not on the disk (it still
+        # survives the server's SIGKILL, not the host's crash). For tests, whose shared server
+        # must not wait on fsyncs that other processes' writes slow to seconds.
+        self.force_sync = force_sync
         self.process: subprocess.Popen | None = None
 
     @property
@@ -257,7 +262,7 @@ class ZooKeeperServer:
             f"maxClientCnxns={self.max_client_connections}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=ruok,srvr,stat,mntr",
-        ]
+        ] + ([] if self.force_sync else ["forceSync=no"])
         if self.peers:
             (data / "myid").write_text(f"{self.server_id}\n")
             lines += ["initLimit=10", "syncLimit=5"] + [

@@ -290,7 +290,9 @@ def test_plain_a_v0_handshake_and_an_unknown_mechanism(secured):
 
 
 def test_a_wrong_password_is_refused_by_either_client_and_touches_nothing(secured, caplog):
-    """Last: its failures from 127.0.0.1 space out that host's later attempts (pacing)."""
+    """Each client sees why (the answer comes before the close, however late the client reads
+    it: kafka-python drops an answer read together with the end of the stream). Its failures
+    pace alice's later failures from 127.0.0.1, not her logins: the tests after it go on."""
     before = _failed_authentications(secured)
     with pytest.raises(KafkaTimeoutError):  # kafka-python gives up bootstrapping...
         KafkaConsumer(bootstrap_servers=f"127.0.0.1:{secured.sasl_port}", group_id="team-a-wrong",
