@@ -25,10 +25,8 @@ from coordinator.store.zkserver import ZooKeeperServer, free_port
 
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
-    """One ZooKeeper for the session; short ticks so session-expiry tests stay quick; no fsync
-    per write, so that what other processes write to the disk (a bench's own ZooKeeper, a
-    broker's log) cannot hold its answers, a new session's among them, for seconds."""
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), free_port(), tick_ms=200, force_sync=False)
+    """One ZooKeeper for the session; short ticks so session-expiry tests stay quick."""
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), free_port(), tick_ms=200)
     server.start()
     try:
         yield server

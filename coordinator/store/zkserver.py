@@ -210,13 +210,12 @@ def terminate(process: subprocess.Popen | None, timeout: float = 10.0) -> None:
 
 class ZooKeeperServer:
     """One server, standalone or, with `peers` (server ids 1, 2, ... in order) and its own
-    `server_id`, a node of an ensemble. `start()` returns once it serves: a standalone
-    server answers "imok", a node has joined a quorum (as leader or follower)."""
+    `server_id`, a node of an ensemble. `start()` returns once it serves (`serving`): a
+    standalone server has loaded its data, a node has joined a quorum (as leader or follower)."""
 
     def __init__(self, data_dir: str | os.PathLike, port: int, host: str = "127.0.0.1",
                  tick_ms: int = 2000, max_client_connections: int = 1000,
-                 peers: list[Peer] | None = None, server_id: int | None = None, heap_mb: int = 512,
-                 force_sync: bool = True):
+                 peers: list[Peer] | None = None, server_id: int | None = None, heap_mb: int = 512):
         if peers and not (server_id and 1 <= server_id <= len(peers)):
             raise ValueError(f"server id {server_id} is not one of the ensemble's 1-{len(peers)}")
         self.data_dir = Path(data_dir)
@@ -227,10 +226,6 @@ class ZooKeeperServer:
         self.peers = peers or []
         self.server_id = server_id
         self.heap_mb = heap_mb  # its JVM's heap: ZooKeeper holds all its data in memory
-        # False: a write is acknowledged once in the OS's page cache, not on the disk (it still
-        # survives the server's SIGKILL, not the host's crash). For tests, whose shared server
-        # must not wait on fsyncs that other processes' writes slow to seconds.
-        self.force_sync = force_sync
         self.process: subprocess.Popen | None = None
 
     @property
@@ -262,7 +257,7 @@ class ZooKeeperServer:
             f"maxClientCnxns={self.max_client_connections}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=ruok,srvr,stat,mntr",
-        ] + ([] if self.force_sync else ["forceSync=no"])
+        ]
         if self.peers:
             (data / "myid").write_text(f"{self.server_id}\n")
             lines += ["initLimit=10", "syncLimit=5"] + [
@@ -290,7 +285,7 @@ class ZooKeeperServer:
         a SIGKILLed one, if this is the main thread (trio's, in `groupkeeper run`)."""
         self._reap_leftover()
         try:  # another server there would answer for ours, and ours would fail to bind, unseen
-            already = self.serving()
+            already = self.answers()
         except OSError:
             already = False
         if already:
@@ -389,10 +384,15 @@ class ZooKeeperServer:
                                            f"within {timeout:.0f}s (log: {self.log_path})")
             time.sleep(0.05)
 
+    def answers(self) -> bool:
+        """Whether a ZooKeeper answers on this port at all, serving or still starting."""
+        return four_letter_word(self.host, self.port, b"ruok") == b"imok"
+
     def serving(self) -> bool:
-        """Standalone: it answers. A node of an ensemble: it is in a quorum."""
-        if not self.peers:
-            return four_letter_word(self.host, self.port, b"ruok") == b"imok"
+        """Whether it serves clients: only then does "srvr" tell its mode (standalone, leader,
+        follower). Not "ruok": a server answers "imok" as soon as it listens, before it has
+        loaded its data (about 0.1 s here), and a session asked for meanwhile waits for that;
+        a kazoo client with a 10 s timeout fails if the start is slower."""
         return b"Mode: " in four_letter_word(self.host, self.port, b"srvr")
 
     def stop(self, timeout: float = 10.0) -> None:
