@@ -281,11 +281,13 @@ class SaslGate:
         connection.host.start_soon(_fail_at, connection, at, answer, more)
 
     def _refuse(self, connection, header: RequestHeader | None, body, reason: str) -> None:
-        """Answer (unless the request came bare) and close: a protocol error, not a failed password."""
-        if header is not None:
-            connection.add(encode_response(header, body))
-            connection.flush()
-        connection.close(reason)
+        """Answer (unless the request came bare) and close: a protocol error, not a failed
+        password. As after a failed one, the close waits for the client's (`Refused`)."""
+        if header is None:
+            return connection.close(reason)
+        connection.add(encode_response(header, body))
+        connection.flush()
+        connection.gate = Refused(trio.current_time() + LINGER, reason)
 
 
 def _go_on(connection, frames: list[bytes], now: float) -> None:
@@ -309,17 +311,19 @@ async def _fail_at(connection, at: float, answer: bytes | None, more: bool) -> N
         connection.add(answer)
         connection.flush()
     if answer is None or more:  # a bare token's failure has no answer: nothing to wait for
-        return connection.close(Refused.expired)
-    connection.gate = Refused(at + LINGER)
+        return connection.close(FAILED_CLOSE)
+    connection.gate = Refused(at + LINGER, FAILED_CLOSE)
     connection.release()
 
 
 LINGER = 5.0  # seconds a refused connection waits for its client to close it
+FAILED_CLOSE = "authentication failed"  # the close's reason after a failed login
 
 
 class Refused:
-    """A connection whose login failed, its answer sent: open until its client closes it (every
-    client does, once it reads the answer), sends anything more, or `LINGER` passes.
+    """A connection whose login failed or was refused (a mechanism not enabled, a step out of
+    order), its answer sent: open until its client closes it (every client does, once it reads
+    the answer), sends anything more, or `LINGER` passes; then closed for `expired`.
 
     Kafka closes at once after the answer; a client that reads the answer and the end of the
     stream in one go may then drop the answer: kafka-python 3.0 does (its transports report the
@@ -327,14 +331,15 @@ class Refused:
     instead of the wrong password. Waiting for the client's close costs a guesser nothing it
     could use (its answer has come), and holds its connection at most `LINGER` longer."""
 
-    __slots__ = ("deadline",)
-    expired = "authentication failed"  # the close's reason when `deadline` passes first
+    __slots__ = ("deadline", "expired")
 
-    def __init__(self, deadline: float):
+    def __init__(self, deadline: float, expired: str):
         self.deadline = deadline
+        self.expired = expired  # the close's reason
 
     def admit(self, connection, frames: list[bytes], now: float) -> None:
-        connection.close(self.expired)
+        if frames:
+            connection.close(self.expired)
 
 
 def _authenticate_error(code: ErrorCode, message: str) -> m.SaslAuthenticateResponse:
