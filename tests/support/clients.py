@@ -161,6 +161,18 @@ class RawConnection:
         assert correlation_id == self._correlation
         return response
 
+    def answered(self) -> bool:
+        """Whether the server has sent anything (or closed the connection) by now, without
+        waiting for it or reading it. Plain sockets only: TLS cannot peek."""
+        timeout = self.sock.gettimeout()
+        self.sock.setblocking(False)
+        try:
+            self.sock.recv(1, socket.MSG_PEEK)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            self.sock.settimeout(timeout)
 
     def close(self) -> None:
         self.sock.close()

@@ -72,18 +72,6 @@ def _guess(port: int, password: str = "guess") -> SecureConnection:
     return connection
 
 
-def _answered(connection: SecureConnection) -> bool:
-    """Whether the server has sent `connection` anything (or closed it) by now, without waiting."""
-    connection.sock.setblocking(False)
-    try:
-        connection.sock.recv(1, socket.MSG_PEEK)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        connection.sock.setblocking(True)
-
-
 def _failures_checked(process: CoordinatorProcess) -> int:
     return sum(1 for e in process.events() if e.get("event") == "authentication failed" and e.get("user") == "alice")
 
@@ -149,7 +137,7 @@ def test_correct_logins_are_answered_at_once_while_a_wrong_password_retries(slow
         assert process.wait_for_log("authenticated", principal="User:alice")["mechanism"] == MECHANISM
         # each guess was checked at once, and is still waiting for its answer
         _until(lambda: _failures_checked(process) >= LOGINS + 1, "the guesses were not checked at once")
-        assert retrier.answers == [] and not any(_answered(c) for c in storm)
+        assert retrier.answers == [] and not any(c.answered() for c in storm)
     finally:
         retrier.stop()
         for connection in storm:
@@ -200,7 +188,7 @@ def test_a_refused_connection_stays_open_until_its_client_closes_or_sends_more(q
     try:
         assert waiting.receive(SASL_AUTHENTICATE, 2).error_code == E.SASL_AUTHENTICATION_FAILED
         time.sleep(0.5)  # long enough for a close sent with the answer to have come (well within LINGER)
-        assert not _answered(waiting)  # nothing more, not even the end, while the client reads
+        assert not waiting.answered()  # nothing more, not even the end, while the client reads
         waiting.send(FIND_COORDINATOR, 1, {"key": "team-a"})
         waiting.sock.settimeout(LINGER / 2)
         assert waiting.sock.recv(1) == b""  # closed for it, well before LINGER
