@@ -588,16 +588,19 @@ def bench_security(as_json: bool, seconds: float, profile_dir: str | None) -> No
 @click.option("--tls", is_flag=True,
               help="The clients of HAProxy and of the gateway connect over TLS, which each terminates (a CA and "
                    "a certificate made for the run); the broker itself stays plaintext.")
+@click.option("--second-relay", is_flag=True,
+              help="A control, a fourth mode: HAProxy in front of a second HAProxy, one plain hop more than the "
+                   "relay, and what that hop moves each latency figure by beside its target.")
 def bench_gateway(as_json: bool, records: int, size: int, rate: float, seconds: float, partitions: int,
                   rounds: int, profile_dir: str | None, beside: bool, broker: str, instances: int,
-                  serving_wait: str, tls: bool) -> None:
+                  serving_wait: str, tls: bool, second_relay: bool) -> None:
     """The gateway's data path beside a plain TCP relay (HAProxy) and the broker itself (Tansu),
     in one run, with librdkafka clients: produce and fetch MB/s, produce latency at a fixed
     rate, the relay's CPU. Exit status 1 if a mode did not read back every record."""
     from .bench import gateway
     settings = gateway.Settings(records=records, size=size, rate=rate, seconds=seconds, partitions=partitions,
                                 rounds=rounds, profile=profile_dir, beside=beside, broker=broker,
-                                instances=instances, serving_wait=serving_wait, tls=tls)
+                                instances=instances, serving_wait=serving_wait, tls=tls, second_relay=second_relay)
     result = _run_bench(lambda: gateway.run(settings), gateway.table, as_json, gateway.GatewayBenchError)
     if not result["complete"]:
         raise SystemExit(1)

@@ -3,7 +3,8 @@
 The bench starts three Tansu brokers, HAProxy, a ZooKeeper and `groupkeeper run --gateway`;
 at a few hundred records a round (a consumer group and a /metrics scrape beside the latency
 phase), what is checked is that every record produced was read back in each mode (the
-broker directly, through HAProxy, through the gateway), that each figure is there, and that
+broker directly, through HAProxy, through two HAProxies in a row with `--second-relay`,
+through the gateway), that each figure is there, and that
 nothing it started outlives it, Ctrl-C included. The figures are
 printed for the log.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tools.bench import gateway
-from tools.bench.gateway import MODES, Settings, haproxy_binary
+from tools.bench.gateway import MODES, SECOND_RELAY, Settings, haproxy_binary, table
 
 RECORDS, ROUNDS = 300, 2
 
@@ -52,15 +53,16 @@ def run_bench(tmp_path: Path, *args: str, timeout: float = 300) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     print(json.dumps({m: {p: {k: v for k, v in result["modes"][m][p].items() if k in ("mb_per_s", "p50_ms", "cpu_s")}
-                          for p in ("produce", "fetch", "latency")} for m in MODES}, indent=1))
+                          for p in ("produce", "fetch", "latency")} for m in result["modes"]}, indent=1))
     return result
 
 
 def test_every_record_produced_is_read_back_on_every_path(tmp_path):
     result = run_bench(tmp_path, "--records", str(RECORDS), "--rounds", str(ROUNDS), "--rate", "200", "--seconds",
-                       "0.5", "--beside", "--profile", str(tmp_path / "profile"))
+                       "0.5", "--beside", "--profile", str(tmp_path / "profile"), "--second-relay")
     assert result["complete"]
-    for mode in MODES:
+    assert set(result["modes"]) == {*MODES, SECOND_RELAY}
+    for mode in result["modes"]:
         figures = result["modes"][mode]
         assert "error" not in figures, figures.get("error")
         assert len(figures["rounds"]) == ROUNDS
@@ -74,7 +76,7 @@ def test_every_record_produced_is_read_back_on_every_path(tmp_path):
         for phase in (produced, fetched, timed):
             assert phase["cpu_s"]["broker"] is not None and phase["cpu_s"]["client"] is not None
             assert (phase["cpu_s"]["relay"] is None) == (mode == "direct")
-    for mode in MODES:  # beside the latency phase: a consumer group of each path, the gateway's /metrics
+    for mode in result["modes"]:  # beside the latency phase: a consumer group of each path, the gateway's /metrics
         beside = result["modes"][mode]["latency"]["beside"]
         assert beside["commit_errors"] == 0 and beside["scrape_errors"] == 0, beside
         assert (beside["scrapes"] >= ROUNDS) == (mode == "gateway"), beside  # one at least per round, at once
@@ -89,6 +91,11 @@ def test_every_record_produced_is_read_back_on_every_path(tmp_path):
         "CPU per MB fetched"]
     # a few hundred records may cost the relay less than a clock tick: its CPU ratio is then unknown
     assert all(t["value"] is not None for t in targets[:5])
+    # the control's column: its own path, and what its hop moved each latency figure by
+    assert result["modes"][SECOND_RELAY]["bootstrap"] not in (result["modes"]["relay"]["bootstrap"],
+                                                               result["modes"]["gateway"]["bootstrap"])
+    assert all(t["second_relay_minus_relay"] is not None for t in targets[2:5])
+    assert "RELAY x2" in table(result)
     assert len(result["modes"]["gateway"]["latency"]["rounds_p50_ms"]) == ROUNDS
     # py-spy's samples, if it may attach here (ptrace): the phases are there either way
     assert set(result["modes"]["gateway"]["profile"]) == {"produce", "fetch", "latency"}

@@ -1,10 +1,11 @@
-"""`groupkeeper bench gateway --broker kafka --instances 2 --tls --serving-wait epoll`, tiny:
+"""`groupkeeper bench gateway --broker kafka --instances 2 --tls --serving-wait epoll --second-relay`, tiny:
 the bench with Apache Kafka 4.4 behind every mode (one KRaft node of its own, not the
 package's cluster: its listeners are the bench's), warmed up, a consumer group and a
 /metrics scrape beside the latency phase; two gateway instances, HAProxy with two threads,
 and produce and fetch by two client processes, each through an instance of its own; the
 clients of HAProxy and of the gateways over TLS, which they terminate; the gateways'
-serving loops waiting in their own epoll. What is checked: every record produced was read
+serving loops waiting in their own epoll; the control, two HAProxies in a row (the first
+terminating TLS, Kafka advertising it on a listener of its own). What is checked: every record produced was read
 back in each mode (each process's share by its own consumer), each figure is there, and
 nothing the bench started outlives it. Never a timed assertion."""
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench.test_bench_gateway import processes_naming, run_bench
-from tools.bench.gateway import MODES, haproxy_binary
+from tools.bench.gateway import MODES, SECOND_RELAY, haproxy_binary
 
 pytestmark = [pytest.mark.conformance,  # `make conformance` (tests/conftest.py)
               pytest.mark.skipif(haproxy_binary() is None, reason="HAProxy is installed by `make install`")]
@@ -25,12 +26,13 @@ RECORDS = 500
 def test_every_record_is_read_back_through_every_path_to_kafka(tmp_path):
     result = run_bench(tmp_path, "--broker", "kafka", "--records", str(RECORDS), "--rounds", "1", "--rate", "200",
                        "--seconds", "0.5", "--beside", "--instances", "2", "--tls", "--serving-wait", "epoll",
-                       timeout=600)
+                       "--second-relay", timeout=600)
     assert result["broker"] == "kafka" and result["complete"]
     assert result["settings"]["tls"] and result["settings"]["serving_wait"] == "epoll"
     assert result["instances"] == 2 and result["relay"]["threads"] == 2
     assert len(result["modes"]["gateway"]["bootstrap"].split(",")) == 2  # an address per instance
-    for mode in MODES:
+    assert set(result["modes"]) == {*MODES, SECOND_RELAY}
+    for mode in result["modes"]:
         figures = result["modes"][mode]
         assert "error" not in figures, figures.get("error")
         assert figures["produce"]["records"] == RECORDS and figures["produce"]["failed"] == 0

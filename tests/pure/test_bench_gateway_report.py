@@ -54,3 +54,34 @@ def test_a_missing_direct_figure_is_shown_as_unknown_and_decides_nothing():
     assert p99["met"] and p99["direct_minus_relay"] is None and not p99["direct_met"]
     line = next(line for line in table(result).splitlines() if line.startswith("  [met] produce p99 "))
     assert line.endswith("0.500 (DIRECT - RELAY -)")
+
+
+def test_the_second_relay_is_a_column_and_each_latency_target_says_what_one_more_hop_moved():
+    # --second-relay: as the consumer beside on Tansu had it, one plain hop more misses p50 as the gateway does
+    modes = {"direct": mode(360, 600, 0.154, 15.9, 26.1, None), "relay": mode(335, 514, 0.200, 14.1, 20.6, 0.4),
+             "relay2": mode(340, 520, 0.521, 14.6, 20.9, 0.8), "gateway": mode(363, 556, 0.529, 14.9, 22.0, 0.38)}
+    result = _report(Settings(second_relay=True), modes, (0.5, 0.5, 0.5),
+                     SimpleNamespace(port=1, node_port=2, node_id=3, offset=4),
+                     SimpleNamespace(binary="/usr/sbin/haproxy", threads=1))
+    result["clients"] = {}
+    by = {t["what"].split(" at ")[0]: t for t in result["targets"]}
+    assert not by["produce p50"]["met"]
+    assert by["produce p50"]["second_relay_minus_relay"] == 0.321 and not by["produce p50"]["second_relay_met"]
+    assert by["produce p99"]["second_relay_minus_relay"] == 0.5 and by["produce p99"]["second_relay_met"]
+    assert not any("second_relay_minus_relay" in t for t in result["targets"] if "MB" in t["what"])
+    lines = table(result).splitlines()
+    header = next(line for line in lines if "GW/RELAY" in line)
+    assert header.split() == ["DIRECT", "RELAY", "RELAY", "x2", "GATEWAY", "GW/RELAY", "GW/DIRECT"]
+    p50 = next(line for line in lines if line.startswith("  produce p50 ms"))
+    assert p50.split()[-6:] == ["0.15", "0.20", "0.52", "0.53", "+0.33", "+0.38"]  # the ratios still GATEWAY's
+    verdict = next(line for line in lines if line.startswith("  [MISSED] produce p50 "))
+    assert verdict.endswith("(DIRECT - RELAY -0.046; RELAY x2 - RELAY +0.321: one more plain relay misses it too)")
+    p99 = next(line for line in lines if line.startswith("  [met] produce p99 "))
+    assert p99.endswith("(DIRECT - RELAY +1.800: the broker alone misses it too; RELAY x2 - RELAY +0.500)")
+
+
+def test_without_the_second_relay_there_is_no_such_column_nor_figure():
+    result = report(mode(360, 600, 0.1, 1.0, 2.0, None), mode(335, 514, 0.2, 1.0, 2.0, 0.4),
+                    mode(363, 556, 0.25, 1.5, 2.5, 0.38))
+    assert not any("second_relay_minus_relay" in t for t in result["targets"])
+    assert "RELAY x2" not in table(result)

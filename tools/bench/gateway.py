@@ -39,6 +39,14 @@ Fetch requests a second are printed per mode (librdkafka's statistics), so that 
 how it went (docs/benchmarks.md, "Every target in plain runs; the consumer beside on
 Tansu"). Kafka answers a waiting Fetch when a record arrives, in every mode alike.
 
+With `second_relay` (`--second-relay`), a control runs as a fourth mode, RELAY x2 (`SECOND_RELAY`):
+the relay's HAProxy in front of a second one, the broker advertising the first, so one plain hop
+more than RELAY and no Python in it. Beside each latency target the run prints what that hop
+moved the figure by (`second_relay_minus_relay`) and says so where the hop alone misses the
+target: where it does, the target measures how the broker takes a path one hop longer, not
+what the gateway adds (with the consumer beside on Tansu, docs/benchmarks.md, "One more plain
+relay, as a control").
+
 With `instances` N above 1 (`--instances N`), the gateway is N instances (one ZooKeeper,
 instance ids of their own) and HAProxy runs N threads; each produce and fetch phase is then
 run by N client processes at once (spawned), the k-th through the k-th instance, on the
@@ -121,8 +129,10 @@ from .load import profile as py_spy
 from .process import NotStarted, RunProcess, stop
 
 MODES = ("direct", "relay", "gateway")
+# with `second_relay`, a control: the relay behind a second HAProxy, one plain hop more than RELAY
+SECOND_RELAY = "relay2"
 BROKERS = ("tansu", "kafka")
-LABELS = {"direct": "DIRECT", "relay": "RELAY", "gateway": "GATEWAY"}
+LABELS = {"direct": "DIRECT", "relay": "RELAY", SECOND_RELAY: "RELAY x2", "gateway": "GATEWAY"}
 TOPIC, LATENCY_TOPIC = "bench-gateway", "bench-gateway-latency"
 HAPROXY_PATHS = ("/usr/sbin/haproxy",)  # Debian's; not on a non-root user's PATH
 EPHEMERAL_TOP = 60_999  # Linux's default ip_local_port_range ends here
@@ -165,6 +175,12 @@ class Settings:
     serving_wait: str = "epoll"  # the gateway's serving_wait
     tls: bool = False  # clients reach HAProxy and the gateway over TLS, which they terminate (DIRECT stays plain)
     ca: str = ""  # what a mode's clients trust over TLS (set per mode by the run); "": plaintext
+    second_relay: bool = False  # a fourth mode, SECOND_RELAY: what one more plain hop does to the figures
+
+
+def modes_of(settings: Settings) -> tuple[str, ...]:
+    """The run's modes, in the order their columns are printed (`LABELS`')."""
+    return tuple(m for m in LABELS if m != SECOND_RELAY or settings.second_relay)
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -342,12 +358,16 @@ class _Kafka:
     # a deleted topic's files go at once, not a minute later into some later phase
     SETTINGS = {"log.segment.delete.delay.ms": "0"}
 
-    def __init__(self, directory: Path, port: int, relay_listener: int, relay_port: int):
+    def __init__(self, directory: Path, port: int, relay_listener: int, relay_port: int,
+                 relay2: tuple[int, int] | None = None):
         from ..kraft import KraftCluster
         self.cluster = KraftCluster(directory, nodes=1, heap_mb=self.HEAP_MB, port=port, extra=self.SETTINGS)
         self.cluster.nodes[0].listeners["RELAY"] = (relay_listener, f"127.0.0.1:{relay_port}")
+        if relay2 is not None:  # the second relay's clients' listener, and the port it advertises
+            self.cluster.nodes[0].listeners["RELAY2"] = (relay2[0], f"127.0.0.1:{relay2[1]}")
         self.port = port
         self.relay_listener = relay_listener
+        self.relay2_listener = relay2[0] if relay2 is not None else None
         self.node_id = 1
         self.log = self.cluster.nodes[0].log
 
@@ -466,15 +486,15 @@ def haproxy_binary() -> str | None:
 class _HAProxy:
     """HAProxy in tcp mode, `threads` threads, from `port` to the broker's (`start`)."""
 
-    def __init__(self, work: Path, port: int, threads: int = 1, pem: str | None = None):
+    def __init__(self, work: Path, port: int, threads: int = 1, pem: str | None = None, name: str = "haproxy"):
         self.threads = threads
         self.pem = pem  # certificate and key: it terminates TLS
         self.binary = haproxy_binary()
         if self.binary is None:
             raise GatewayBenchError("bench gateway needs HAProxy: Debian's haproxy package (make install)")
         self.port = port
-        self.config = work / "haproxy.cfg"
-        self.log = work / "haproxy.log"
+        self.config = work / f"{name}.cfg"
+        self.log = work / f"{name}.log"
         self.process: subprocess.Popen | None = None
 
     def start(self, target_port: int) -> None:
@@ -1066,27 +1086,35 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
 
     load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:  # stopped in reverse: the gateway, HAProxy, ZooKeeper, the brokers
-        ports = _free_ports(len(MODES) + 2)
-        tls, pem, by_mode = None, None, dict.fromkeys(MODES, settings)  # the settings each mode's clients run with
+        run_modes = modes_of(settings)
+        ports = _free_ports(len(run_modes) + 4)
+        tls, pem, by_mode = None, None, dict.fromkeys(run_modes, settings)  # the settings each mode's clients run with
         if settings.tls:  # a CA for the run, and the certificate it signed for 127.0.0.1
             from .security import _certificates
             ca, cert, key = _certificates(work)
             tls = (cert, key)
             pem = str(work / "haproxy.pem")
             Path(pem).write_bytes(Path(cert).read_bytes() + Path(key).read_bytes())
-            by_mode.update(relay=replace(settings, ca=ca), gateway=replace(settings, ca=ca))
+            by_mode.update({mode: replace(settings, ca=ca) for mode in run_modes if mode != "direct"})
         relay = _HAProxy(work, ports[-2], threads=settings.instances, pem=pem)
+        # the control: its clients' HAProxy (terminating TLS, as RELAY's) in front of a second, plain one
+        relays2 = ((_HAProxy(work, ports[-3], threads=settings.instances, pem=pem, name="haproxy-2a"),
+                    _HAProxy(work, ports[-4], threads=settings.instances, name="haproxy-2b"))
+                   if settings.second_relay else None)
         kafka_log = None
         if settings.broker == "kafka":  # one node for all: the relay's clients on a listener of their own
             directory, in_memory = _kafka_directory(work, settings)
             kafka_log = {"in_memory": in_memory, "directory": str(directory)}
             stack.callback(shutil.rmtree, directory, True)  # after Kafka stopped
-            kafka = _Kafka(directory, ports[0], ports[1], relay.port)
-            brokers = dict.fromkeys(MODES, kafka)
-            relayed_port = kafka.relay_listener
+            kafka = _Kafka(directory, ports[0], ports[1], relay.port,
+                           (ports[2], relays2[0].port) if relays2 else None)
+            brokers = dict.fromkeys(run_modes, kafka)
+            relayed_port, relayed2_port = kafka.relay_listener, kafka.relay2_listener
         else:
-            brokers = {mode: _Tansu(work, mode, port) for mode, port in zip(MODES, ports)}
+            brokers = {mode: _Tansu(work, mode, port) for mode, port in zip(run_modes, ports)}
             brokers["relay"].advertised = relay.port  # every byte through the relay
+            if relays2:
+                brokers[SECOND_RELAY].advertised = relays2[0].port
         distinct = list({id(b): b for b in brokers.values()}.values())
         for broker in distinct:
             stack.callback(broker.stop)
@@ -1098,8 +1126,15 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
             broker.wait_ready()
         if settings.broker != "kafka":
             relayed_port = brokers["relay"].port
+            relayed2_port = brokers[SECOND_RELAY].port if relays2 else None
         stack.callback(relay.stop)
         relay.start(relayed_port)
+        if relays2:
+            front, back = relays2
+            stack.callback(back.stop)
+            back.start(relayed2_port)
+            stack.callback(front.stop)
+            front.start(back.port)
         gateways = [_Gateway(work, zookeeper.connect_string, brokers["gateway"], metrics=settings.beside, instance=i,
                              serving_wait=settings.serving_wait, tls=tls)
                     for i in range(settings.instances)]
@@ -1128,7 +1163,9 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
         paths = {"direct": ([f"127.0.0.1:{brokers['direct'].port}"], ()),
                  "relay": ([f"127.0.0.1:{relay.port}"], (relay.pid,)),
                  "gateway": ([f"127.0.0.1:{g.port}" for g in gateways], tuple(g.pid for g in gateways))}
-        rounds: dict[str, list[dict]] = {mode: [] for mode in MODES}
+        if relays2:  # its CPU is both HAProxies'
+            paths[SECOND_RELAY] = ([f"127.0.0.1:{relays2[0].port}"], (relays2[0].pid, relays2[1].pid))
+        rounds: dict[str, list[dict]] = {mode: [] for mode in run_modes}
         broken: dict[str, str] = {}
 
         def beside_for(mode: str, topic: str, group: str):
@@ -1137,7 +1174,7 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                 return None
             return _beside(paths[mode][0][0], topic, group, gateway.metrics_port if mode == "gateway" else None,
                            _security(by_mode[mode]))
-        for mode in MODES:  # each path's latency phase once, unmeasured (`PATH_WARM_SECONDS`)
+        for mode in run_modes:  # each path's latency phase once, unmeasured (`PATH_WARM_SECONDS`)
             topic, clients = f"{LATENCY_TOPIC}-{mode}-warm", by_mode[mode]
             try:
                 broker = fresh(mode, topic)
@@ -1149,7 +1186,7 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                 broken[mode] = f"warm-up: {exc}"
         samples: dict[str, list[Path]] = {"produce": [], "fetch": [], "latency": []}
         for r in range(settings.rounds):
-            for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:  # each mode first in turn
+            for mode in run_modes[r % len(run_modes):] + run_modes[:r % len(run_modes)]:  # each mode first in turn
                 if mode in broken:
                     continue
                 topic, latency_topic = f"{TOPIC}-{mode}-{r + 1}", f"{LATENCY_TOPIC}-{mode}-{r + 1}"
@@ -1184,7 +1221,7 @@ def _run(work: Path, settings: Settings, profile: Path | None) -> dict:
                 except (GatewayBenchError, KafkaException) as exc:  # one broken path does not hide the others'
                     broken[mode] = f"round {r + 1}: {exc}"
         modes = {}
-        for mode in MODES:
+        for mode in run_modes:
             modes[mode] = {"bootstrap": ",".join(paths[mode][0]), **_aggregate(rounds[mode], settings),
                            "rounds": [{phase: {k: v for k, v in entry.items() if k != "latencies"}
                                        for phase, entry in one.items()} for one in rounds[mode]]}
@@ -1224,9 +1261,13 @@ def _report(settings: Settings, modes: dict, load_before: tuple, gateway: _Gatew
         # the same figure with nothing between the clients and the broker: what of the
         # difference is the broker's own spread (with the consumer beside on Tansu, its queue)
         alone = minus(figure("direct", "latency", key), figure("relay", "latency", key))
-        targets.append({"what": f"produce {label} at {settings.rate:,.0f} records/s, gateway - relay, ms",
-                        "goal": f"<= {limit}", "value": value, "met": value is not None and value <= limit,
-                        "direct_minus_relay": alone, "direct_met": alone is not None and alone <= limit})
+        target = {"what": f"produce {label} at {settings.rate:,.0f} records/s, gateway - relay, ms",
+                  "goal": f"<= {limit}", "value": value, "met": value is not None and value <= limit,
+                  "direct_minus_relay": alone, "direct_met": alone is not None and alone <= limit}
+        if SECOND_RELAY in modes:  # and what one more plain hop moves it by
+            hop = minus(figure(SECOND_RELAY, "latency", key), figure("relay", "latency", key))
+            target.update(second_relay_minus_relay=hop, second_relay_met=hop is not None and hop <= limit)
+        targets.append(target)
     for phase in ("produce", "fetch"):
         value = ratio(figure("gateway", phase, "relay_cpu_ms_per_mb"), figure("relay", phase, "relay_cpu_ms_per_mb"))
         compared[phase]["cpu_per_mb_gateway_over_relay"] = value
@@ -1270,19 +1311,26 @@ def table(result: dict) -> str:
             f"median round; latencies: every round's records pooled. DIRECT: the broker ({broker}); RELAY: HAProxy in "
             "tcp mode, the broker advertising it; GATEWAY: groupkeeper run --gateway"
             + f" (serving_wait {s.get('serving_wait', 'epoll')})."
-            + (" TLS: the clients of RELAY and GATEWAY connect over TLS, which HAProxy and the gateway terminate "
-               "(each to the broker in plaintext); DIRECT stays plaintext." if s.get("tls") else "")
+            + (" TLS: the clients of every mode but DIRECT connect over TLS, which HAProxy and the gateway "
+               "terminate (each to the broker in plaintext); DIRECT stays plaintext." if s.get("tls") else "")
+            + (" RELAY x2: HAProxy in front of a second one, the broker advertising the first (one plain hop "
+               "more than RELAY)." if s.get("second_relay") else "")
             + (" Beside the latency phase: a consumer group (heartbeats and auto-commits every 100 ms; the "
                "gateway's group in its mode) and, for the gateway, /metrics scraped every second."
                if s.get("beside") else "")
             + (f" {s['instances']} gateway instances and HAProxy threads; produce and fetch by {s['instances']} client "
                "processes at once, the k-th through the k-th instance, on partitions of its own (MB/s over the span "
                "of all); latency through the first." if s.get("instances", 1) > 1 else ""), 110), ""]
-    rows.append(f"  {'':<36} {'DIRECT':>12} {'RELAY':>12} {'GATEWAY':>12} {'GW/RELAY':>9} {'GW/DIRECT':>9}")
+    columns = [m for m in LABELS if m in modes]
+
+    def cells_of(cells: list[str]) -> str:
+        return " ".join(f"{c:>12}" for c in cells)
+
+    rows.append(f"  {'':<36} {cells_of([LABELS[m] for m in columns])} {'GW/RELAY':>9} {'GW/DIRECT':>9}")
 
     def line(label: str, values: list, fmt: str, compare: str | None) -> None:
         cells = [_cell(v, fmt) for v in values]
-        dr, rl, gw = values
+        dr, rl, gw = (values[columns.index(m)] if m in columns else None for m in MODES)
         if compare == "ratio":
             extra = [_cell(gw / rl if gw and rl else None, ".2f"), _cell(gw / dr if gw and dr else None, ".2f")]
         elif compare == "difference":
@@ -1290,38 +1338,38 @@ def table(result: dict) -> str:
                      _cell(gw - dr if gw is not None and dr is not None else None, "+.2f")]
         else:
             extra = ["", ""]
-        rows.append(f"  {label:<36} {cells[0]:>12} {cells[1]:>12} {cells[2]:>12} {extra[0]:>9} {extra[1]:>9}".rstrip())
+        rows.append(f"  {label:<36} {cells_of(cells)} {extra[0]:>9} {extra[1]:>9}".rstrip())
 
     for phase in ("produce", "fetch"):
-        line(f"{phase} MB/s", [get(m, phase, "mb_per_s") for m in MODES], ",.1f", "ratio")
-        rounds = [get(m, phase, "rounds_mb_per_s") for m in MODES]
+        line(f"{phase} MB/s", [get(m, phase, "mb_per_s") for m in columns], ",.1f", "ratio")
+        rounds = [get(m, phase, "rounds_mb_per_s") for m in columns]
         rows.append(f"  {'  rounds':<36} " + " ".join(
             f"{'/'.join(f'{x:.0f}' for x in r) if r else '-':>12}" for r in rounds))
     for key, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9"), ("max_ms", "max")):
-        line(f"produce {label} ms at {rate}", [get(m, "latency", key) for m in MODES], ".2f", "difference")
+        line(f"produce {label} ms at {rate}", [get(m, "latency", key) for m in columns], ".2f", "difference")
         if key in ("p50_ms", "p99_ms"):
-            rounds = [get(m, "latency", f"rounds_{key}") for m in MODES]
+            rounds = [get(m, "latency", f"rounds_{key}") for m in columns]
             rows.append(f"  {'  rounds':<36} " + " ".join(
                 f"{'/'.join(f'{x:.1f}' if key == 'p99_ms' else f'{x:.2f}' for x in r) if r else '-':>12}"
                 for r in rounds))
     rows.append("  CPU seconds (user + system) over all rounds; relay: HAProxy | groupkeeper")
     for who, label in (("relay", "relay"), ("broker", "broker"), ("client", "clients")):
         for phase in ("produce", "fetch", "latency"):
-            line(f"  {label}, {phase}", [get(m, phase, "cpu_s", who) for m in MODES], ".2f", None)
-    line("  relay CPU ms per MB, produce", [get(m, "produce", "relay_cpu_ms_per_mb") for m in MODES], ".2f", None)
-    line("  relay CPU ms per MB, fetch", [get(m, "fetch", "relay_cpu_ms_per_mb") for m in MODES], ".2f", None)
-    line(f"  relay CPU us per record at {rate}", [get(m, "latency", "relay_cpu_us_per_record") for m in MODES],
+            line(f"  {label}, {phase}", [get(m, phase, "cpu_s", who) for m in columns], ".2f", None)
+    line("  relay CPU ms per MB, produce", [get(m, "produce", "relay_cpu_ms_per_mb") for m in columns], ".2f", None)
+    line("  relay CPU ms per MB, fetch", [get(m, "fetch", "relay_cpu_ms_per_mb") for m in columns], ".2f", None)
+    line(f"  relay CPU us per record at {rate}", [get(m, "latency", "relay_cpu_us_per_record") for m in columns],
          ".1f", None)
     if s.get("beside"):
-        cells = [f"{b['commits']}/{b['scrapes']}" if (b := get(m, "latency", "beside")) else "-" for m in MODES]
-        rows.append(f"  {'beside: commits/scrapes':<36} {cells[0]:>12} {cells[1]:>12} {cells[2]:>12}")
+        cells = [f"{b['commits']}/{b['scrapes']}" if (b := get(m, "latency", "beside")) else "-" for m in columns]
+        rows.append(f"  {'beside: commits/scrapes':<36} {cells_of(cells)}")
         cells = [f"{b['fetches'] / b['fetch_seconds']:,.0f}" if (b := get(m, "latency", "beside"))
-                 and b.get("fetch_seconds") else "-" for m in MODES]
-        rows.append(f"  {'beside: its Fetch requests a second':<36} {cells[0]:>12} {cells[1]:>12} {cells[2]:>12}")
-    read = [f"{get(m, 'fetch', 'read'):,}" if get(m, "fetch", "read") is not None else "-" for m in MODES]
+                 and b.get("fetch_seconds") else "-" for m in columns]
+        rows.append(f"  {'beside: its Fetch requests a second':<36} {cells_of(cells)}")
+    read = [f"{get(m, 'fetch', 'read'):,}" if get(m, "fetch", "read") is not None else "-" for m in columns]
     label = f"records read back (of {s['records'] * s['rounds']:,})"
-    rows.append(f"  {label:<36} {read[0]:>12} {read[1]:>12} {read[2]:>12}")
-    for m in MODES:
+    rows.append(f"  {label:<36} {cells_of(read)}")
+    for m in columns:
         if "error" in modes[m]:
             rows.append(f"  {LABELS[m]} BROKE DOWN: {modes[m]['error']}")
         problems = {k: v for k, v in (("produce failed", get(m, "produce", "failed")),
@@ -1336,7 +1384,11 @@ def table(result: dict) -> str:
         if "direct_minus_relay" in t:  # a latency target: the broker's own spread beside it
             alone = (f" (DIRECT - RELAY {_cell(t['direct_minus_relay'], '+.3f')}"
                      + ("" if t["direct_met"] or t["direct_minus_relay"] is None
-                        else ": the broker alone misses it too") + ")")
+                        else ": the broker alone misses it too")
+                     + ("" if "second_relay_minus_relay" not in t else
+                        f"; RELAY x2 - RELAY {_cell(t['second_relay_minus_relay'], '+.3f')}"
+                        + ("" if t["second_relay_met"] or t["second_relay_minus_relay"] is None
+                           else ": one more plain relay misses it too")) + ")")
         rows.append(f"  [{'met' if t['met'] else 'MISSED'}] {t['what']} {t['goal']}: {_cell(t['value'], '.3f')}{alone}")
     machine, clients = result["machine"], result.get("clients", {})
     rows.append(f"({machine['cpus']} CPUs, load average {machine['load_average_before'][0]} before the run; "
