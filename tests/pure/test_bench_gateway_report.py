@@ -20,8 +20,10 @@ def mode(mb_produce: float, mb_fetch: float, p50: float, p99: float, p999: float
                         "relay_cpu_us_per_record": relay_cpu}}
 
 
-def report(direct: dict, relay: dict, gateway: dict) -> dict:
-    result = _report(Settings(), {"direct": direct, "relay": relay, "gateway": gateway}, (0.5, 0.5, 0.5),
+def report(direct: dict, relay: dict, gateway: dict, relay2: dict | None = None) -> dict:
+    """The run's report from these modes' figures; with `relay2`, as `--second-relay` has it."""
+    modes = {"direct": direct, "relay": relay, "gateway": gateway, **({"relay2": relay2} if relay2 else {})}
+    result = _report(Settings(second_relay=relay2 is not None), modes, (0.5, 0.5, 0.5),
                      SimpleNamespace(port=1, node_port=2, node_id=3, offset=4),
                      SimpleNamespace(binary="/usr/sbin/haproxy", threads=1))
     result["clients"] = {}
@@ -58,12 +60,8 @@ def test_a_missing_direct_figure_is_shown_as_unknown_and_decides_nothing():
 
 def test_the_second_relay_is_a_column_and_each_latency_target_says_what_one_more_hop_moved():
     # --second-relay: as the consumer beside on Tansu had it, one plain hop more misses p50 as the gateway does
-    modes = {"direct": mode(360, 600, 0.154, 15.9, 26.1, None), "relay": mode(335, 514, 0.200, 14.1, 20.6, 0.4),
-             "relay2": mode(340, 520, 0.521, 14.6, 20.9, 0.8), "gateway": mode(363, 556, 0.529, 14.9, 22.0, 0.38)}
-    result = _report(Settings(second_relay=True), modes, (0.5, 0.5, 0.5),
-                     SimpleNamespace(port=1, node_port=2, node_id=3, offset=4),
-                     SimpleNamespace(binary="/usr/sbin/haproxy", threads=1))
-    result["clients"] = {}
+    result = report(mode(360, 600, 0.154, 15.9, 26.1, None), mode(335, 514, 0.200, 14.1, 20.6, 0.4),
+                    mode(363, 556, 0.529, 14.9, 22.0, 0.38), relay2=mode(340, 520, 0.521, 14.6, 20.9, 0.8))
     by = {t["what"].split(" at ")[0]: t for t in result["targets"]}
     assert not by["produce p50"]["met"]
     assert by["produce p50"]["second_relay_minus_relay"] == 0.321 and not by["produce p50"]["second_relay_met"]
