@@ -342,9 +342,9 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                     config["lag_refresh_interval_ms"] / 1000, config["lag_list_offsets_per_second"],
                     security=upstream if bootstrap is not None else None).run)
                 metrics.REGISTRY.register(metrics.LagCollector(
-                    lambda: lag.lag(coordinator, log_ends), config["metrics_group_series"],
+                    lambda: lag.lag_in_steps(coordinator, log_ends), config["metrics_group_series"],
                     config["metrics_lag_partition_series"],
-                    lambda: windows.statuses(coordinator, int(time.time() * 1000)), lag.SEVERITY))
+                    lambda: windows.statuses_in_steps(coordinator, int(time.time() * 1000)), lag.SEVERITY))
                 metrics.REGISTRY.register(metrics.MetadataCacheCollector(lambda: api.cluster.metadata_cache))
                 metrics.REGISTRY.register(metrics.GroupsCollector(
                     lambda: ((gid, state, members, kind) for gid, _, state, members, kind in coordinator.all_groups()),

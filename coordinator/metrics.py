@@ -13,9 +13,10 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from itertools import accumulate
 from operator import attrgetter
+from time import perf_counter
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
@@ -50,6 +51,89 @@ class Registry(CollectorRegistry):
 
 
 REGISTRY = Registry(auto_describe=True)
+
+# -- work per scrape in steps ----------------------------------------------------------------
+#
+# What a scrape reads of the groups (their lag, their status by Burrow's rules) grows with
+# them: at 10,000 groups of 6 partitions it held the serving loop 0.27-0.39 s in one piece
+# (docs/benchmarks.md, "A scrape as the groups grow"). A collector may therefore also offer
+# `collect_in_steps()`: a generator of its metric families with STEP between them wherever
+# the loop may run (`serving.metrics_http.exposition` awaits a checkpoint there). What it
+# reads across steps must stand the loop changing it meanwhile: a snapshot of a dict's items,
+# never the live dict, and each group read whole within one step.
+
+STEP = object()  # yielded by a stepped computation: the serving loop may run here
+STEP_SECONDS = 0.001  # work between two steps
+ROWS_PER_PACE = 256  # rows of plain data (a collector's own loops) between two looks at the clock
+
+
+class Pace:
+    """When a stepped computation has worked `seconds` since it last stepped (or began):
+    `due()` is then True once, and the next `due()` begins the next stretch."""
+    __slots__ = ("seconds", "until")
+
+    def __init__(self, seconds: float = STEP_SECONDS):
+        self.seconds = seconds
+        self.until: float | None = None
+
+    def due(self) -> bool:
+        now = perf_counter()
+        if self.until is None:
+            self.until = now + self.seconds
+            return False
+        if now < self.until:
+            return False
+        self.until = None
+        return True
+
+
+Stepped = Generator[object, None, Any]  # STEP now and then, then its result (`return`)
+
+
+def stepped(made) -> Stepped:
+    """What a collector's source gave: its STEPs passed on and its result returned, if it is a
+    stepped computation (a generator); a plain value as it is."""
+    if isinstance(made, Generator):
+        return (yield from made)
+    return made
+
+
+def run_through(steps: Stepped):
+    """A stepped computation's result, without stepping (tests, a CLI)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+RANK_CHUNK = 1_000  # items ranked in one step (`smallest_in_steps`)
+ROWS_FREED = 8_192  # rows a collector made freed in one step (CPython frees each as it goes)
+
+
+def smallest_in_steps(n: int, items: list, key) -> Stepped:
+    """`heapq.nsmallest(n, items, key=key)`, a chunk of RANK_CHUNK items a step: over every
+    group in one call it took 2-6 ms at 10,000 groups."""
+    best: list = []
+    for start in range(0, len(items), RANK_CHUNK):
+        best = heapq.nsmallest(n, best + items[start:start + RANK_CHUNK], key=key)
+        yield STEP
+    return best
+
+
+class SteppedCollector:
+    """A collector whose `collect_in_steps()` makes its families: `collect()` (what
+    prometheus-client calls) is the same families, made without stepping."""
+
+    def collect_in_steps(self):
+        raise NotImplementedError
+
+    def collect(self):
+        return [made for made in self.collect_in_steps() if made is not STEP]
+
+    def describe(self):
+        return []
+
 
 # Request latencies run from a heartbeat's fraction of a millisecond to a JoinGroup that
 # waits for a whole rebalance (up to its rebalance timeout, minutes).
@@ -382,10 +466,11 @@ def reason_kind(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
-class GroupsCollector:
+class GroupsCollector(SteppedCollector):
     """Gauges read from the coordinator per scrape: groups by type and state, members (per group for
     the `per_group` largest groups, the rest in one series without a group label), owned and
-    total group-partitions, live instances."""
+    total group-partitions, live instances. The groups are listed in one step (what lists them
+    reads the coordinator's own dicts), then ranked in steps."""
 
     def __init__(self, groups: Callable[[], Iterable[tuple[str, str, int, str]]], owned: Callable[[], int],
                  total: Callable[[], int], live: Callable[[], int], per_group: int):
@@ -395,8 +480,9 @@ class GroupsCollector:
         self.live = live
         self.per_group = per_group
 
-    def collect(self):
+    def collect_in_steps(self):
         listed = list(self.groups())
+        yield STEP
         by_state = GaugeMetricFamily("groupkeeper_groups", "Groups this instance coordinates, by type and state.",
                                      labels=["type", "state"])
         for (kind, state), count in sorted(Tally((kind, state) for _, state, _, kind in listed).items()):
@@ -406,7 +492,7 @@ class GroupsCollector:
             "groupkeeper_group_members",
             "Members of the groups this instance coordinates: the largest groups by name, the rest "
             "summed in the series without a group label.", labels=["group"])
-        largest = heapq.nsmallest(self.per_group, listed, key=lambda g: (-g[2], g[0]))
+        largest = yield from smallest_in_steps(self.per_group, listed, key=lambda g: (-g[2], g[0]))
         for group_id, _, count, _ in largest:
             members.add_metric([group_id], count)
         members.add_metric([""], sum(g[2] for g in listed) - sum(g[2] for g in largest))
@@ -420,19 +506,18 @@ class GroupsCollector:
                                 "Coordinator instances registered in ZooKeeper, as this instance sees them.",
                                 value=self.live())
 
-    def describe(self):
-        return []
 
-
-class LagCollector:
+class LagCollector(SteppedCollector):
     """Consumer lag of the groups this instance coordinates, per scrape (kafka_exporter's
     kafka_consumergroup_lag, but from the coordinator itself): per group and topic, the
     `per_group` groups with the most lag by name and the rest summed in the series without a
     group label; per partition, the `per_partition` largest only (0: none); and how many
-    committed partitions have no known log end yet."""
+    committed partitions have no known log end yet. Made in steps (`collect_in_steps`): its
+    sources may be stepped computations (`cluster.lag.lag_in_steps`,
+    `CommitWindows.statuses_in_steps`), and its own work over their rows steps too."""
 
-    def __init__(self, lag: Callable[[], tuple[list[tuple[str, str, int, int]], int]], per_group: int,
-                 per_partition: int, statuses: Callable[[], dict[str, str]] | None = None,
+    def __init__(self, lag: Callable[[], Any], per_group: int,
+                 per_partition: int, statuses: Callable[[], Any] | None = None,
                  severity: dict[str, int] | None = None):
         self.lag = lag  # ((group, topic, partition, lag), partitions whose end is unknown)
         self.per_group = per_group
@@ -440,14 +525,24 @@ class LagCollector:
         self.statuses = statuses  # group -> its status by Burrow's rules (cluster.lag)
         self.severity = severity or {}  # status -> rank, least severe first (cluster.lag.SEVERITY)
 
-    def collect(self):
-        rows, unknown = self.lag()
+    def collect_in_steps(self):
+        made = self.lag()
+        rows, unknown = yield from stepped(made)
+        pace = Pace()
         by_group: dict[str, int] = {}  # each group's lag: what both families rank groups by
-        for group, _, _, n in rows:
+        for i, (group, _, _, n) in enumerate(rows, 1):
             by_group[group] = by_group.get(group, 0) + n
-        yield from self._lag(rows, unknown, by_group)
+            if not i % ROWS_PER_PACE and pace.due():
+                yield STEP
+        yield from self._lag(rows, unknown, by_group, pace)
         if self.statuses is not None:
-            yield from self._statuses(self.statuses(), by_group)
+            statuses = yield from stepped(self.statuses())
+            yield STEP
+            yield from self._statuses(statuses, by_group)
+        if isinstance(made, Generator):  # rows made for this scrape, freed a chunk a step:
+            while rows:  # 180,000 at once took 18 ms
+                del rows[-ROWS_FREED:]
+                yield STEP
 
     def _statuses(self, statuses: dict[str, str], lag: dict[str, int]):
         """One series per group for the `per_group` worst (by status, then lag, then name),
@@ -458,8 +553,9 @@ class LagCollector:
             "1 for a group's status by Burrow's rules (OK, WARN, STOP, STALL, REWIND; Burrow's group "
             "status shows the last three as ERR): the metrics_group_series worst groups.",
             labels=["group", "status"])
-        for group in heapq.nsmallest(self.per_group, statuses,
-                                     key=lambda g: (-order.get(statuses[g], 0), -lag.get(g, 0), g)):
+        worst = yield from smallest_in_steps(self.per_group, list(statuses),
+                                             key=lambda g: (-order.get(statuses[g], 0), -lag.get(g, 0), g))
+        for group in worst:
             family.add_metric([group, statuses[group]], 1)
         yield family
         counts = GaugeMetricFamily("groupkeeper_consumergroups_by_status",
@@ -470,15 +566,16 @@ class LagCollector:
             counts.add_metric([status], tally.get(status, 0))
         yield counts
 
-    def _lag(self, rows, unknown, by_group: dict[str, int]):
-        by_topic: dict[tuple[str, str], int] = {}
-        for group, topic, _, lag in rows:
-            by_topic[(group, topic)] = by_topic.get((group, topic), 0) + lag
-        named = set(heapq.nsmallest(self.per_group, by_group, key=lambda g: (-by_group[g], g)))
+    def _lag(self, rows, unknown, by_group: dict[str, int], pace: Pace):
+        named = set((yield from smallest_in_steps(self.per_group, list(by_group), key=lambda g: (-by_group[g], g))))
+        # summed from the rows themselves, not from a dict of every (group, topic) first:
+        # freeing that dict's keys took 5 ms in one piece at 30,000 groups
         summed: dict[tuple[str, str], int] = {}
-        for (group, topic), lag in by_topic.items():
+        for i, (group, topic, _, lag) in enumerate(rows, 1):
             key = (group if group in named else "", topic)
             summed[key] = summed.get(key, 0) + lag
+            if not i % ROWS_PER_PACE and pace.due():
+                yield STEP
         family = GaugeMetricFamily(
             "groupkeeper_consumergroup_lag",
             "Records between a group's committed offsets and the ends of their partitions' logs, "
@@ -498,9 +595,6 @@ class LagCollector:
         yield GaugeMetricFamily("groupkeeper_consumergroup_lag_unknown_partitions",
                                 "Committed partitions whose log end is not known yet (no lag for them).",
                                 value=unknown)
-
-    def describe(self):
-        return []
 
 
 class MetadataCacheCollector:

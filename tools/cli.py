@@ -443,6 +443,28 @@ def bench_codec(as_json: bool, round_seconds: float) -> None:
     click.echo(json.dumps({"results": results}, indent=2) if as_json else codec.table(results))
 
 
+@bench.command("scrape")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--groups", default="1000,10000", show_default=True,
+              help="Group counts to scrape at, comma-separated (each 1 to 100,000).")
+@click.option("--partitions", default=6, show_default=True, type=click.IntRange(1, 100),
+              help="Partitions each group has committed offsets on.")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1, 100),
+              help="Scrapes each way per group count; the median counts.")
+def bench_scrape(as_json: bool, groups: str, partitions: int, rounds: int) -> None:
+    """How long one /metrics scrape holds the serving loop as the groups grow: the lag and
+    group collectors in steps, beside the same made in one piece each (in this process)."""
+    try:
+        counts = [int(n) for n in groups.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or not all(1 <= n <= 100_000 for n in counts):
+        raise click.ClickException(f"--groups: numbers from 1 to 100000, comma-separated; not {groups!r}")
+    from .bench import scrape
+    result = scrape.run(counts, partitions, rounds)
+    click.echo(json.dumps(result, indent=2) if as_json else scrape.table(result))
+
+
 @bench.command("assign")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--reference-limit", default=120.0, show_default=True, type=click.FloatRange(1, 3600),

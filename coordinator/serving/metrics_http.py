@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from .. import logs
-from ..metrics import REGISTRY
+from ..metrics import REGISTRY, STEP
 from ..security.passwords import Credentials
 
 MAX_HEAD_BYTES = 8192
@@ -34,16 +34,26 @@ async def exposition(registry=REGISTRY) -> bytes:
     run between its steps. In one piece it held the serving loop 2.6-3.8 ms a scrape (50 KB,
     66 families, in `bench gateway --beside`), and the records that arrived meanwhile were
     the gateway's slowest: once a second, at the scrapes (docs/benchmarks.md). Each collector
-    of a registry that lists them (`metrics.Registry`) is collected whole in a step of its
-    own (it reads what the serving loop changes: never left halfway through), any other
-    registry in one step; each family is then formatted in a step of its own."""
+    of a registry that lists them (`metrics.Registry`) is collected in a step of its own (it
+    reads what the serving loop changes: never left halfway through), or, one that offers
+    `collect_in_steps` (what grows with the groups: `metrics.LagCollector`), in as many as it
+    says (`metrics.STEP`); any other registry in one step; each family is then formatted in
+    a step of its own."""
     collectors = getattr(registry, "collectors", None)
     if collectors is None:
         families = list(registry.collect())
     else:
         families = []
         for collector in list(collectors):
-            families.extend(collector.collect())
+            in_steps = getattr(collector, "collect_in_steps", None)
+            if in_steps is None:
+                families.extend(collector.collect())
+            else:
+                for made in in_steps():
+                    if made is STEP:
+                        await trio.lowlevel.checkpoint()
+                    else:
+                        families.append(made)
             await trio.lowlevel.checkpoint()
     parts = []
     for family in families:

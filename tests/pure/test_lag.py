@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from coordinator.cluster import lag
-from coordinator.metrics import LagCollector
+from coordinator.metrics import STEP, LagCollector, Pace
 from coordinator.topics.brokers import BrokerTopics
 from coordinator.topics.log_ends import PER_REQUEST, LogEndPoller, LogEnds
 from tests.support.standin_broker import Log, StandInBroker
@@ -140,14 +140,14 @@ def test_commit_windows_keep_the_last_commits_with_their_lag_and_judge_groups():
     for i, offset in enumerate((10, 20, 30, 40)):
         windows.committed("g", "t", {0: (offset, -1, None, 10_000 * (i + 1))})
     windows.committed("g", "t", {0: (45, -1, None, 40_500)})  # within min distance: replaces the last
-    assert windows.windows[("g", "t", 0)] == [(20, 20_000, 80), (30, 30_000, 70), (45, 40_500, 55)]
+    assert windows.windows["g"][("t", 0)] == [(20, 20_000, 80), (30, 30_000, 70), (45, 40_500, 55)]
     coordinator = coordinator_with({"g": {"t": {0: 45}}, "stuck": {"t": {0: 5}}})
     for when in (10_000, 20_000, 30_000):
         windows.committed("stuck", "t", {0: (5, -1, None, when)})
     assert windows.statuses(coordinator, now_ms=41_000) == {"g": lag.OK, "stuck": lag.STALL}
     # a group no longer served here: its windows go
     assert windows.statuses(coordinator_with({"g": {"t": {0: 45}}}), now_ms=41_000) == {"g": lag.OK}
-    assert set(windows.windows) == {("g", "t", 0)}
+    assert windows.followed() == {("g", "t", 0)} and windows.partitions == 1
 
 
 def test_the_status_metrics_name_the_worst_groups_and_count_all():
@@ -158,6 +158,79 @@ def test_the_status_metrics_name_the_worst_groups_and_count_all():
     assert got["groupkeeper_consumergroup_status"] == {("b", lag.STALL): 1, ("c", lag.WARN): 1}
     assert got["groupkeeper_consumergroups_by_status"] == {
         ("OK",): 2, ("WARN",): 1, ("STOP",): 0, ("STALL",): 1, ("REWIND",): 0}
+
+
+def test_commit_windows_are_bounded_and_pruned_per_partition():
+    ends = LogEnds()
+    windows = lag.CommitWindows(ends, max_partitions=3)
+    windows.committed("a", "t", {0: (1, -1, None, 1_000), 1: (1, -1, None, 1_000)})
+    windows.committed("b", "t", {0: (1, -1, None, 1_000), 1: (1, -1, None, 1_000)})  # the fourth: not followed
+    assert windows.followed() == {("a", "t", 0), ("a", "t", 1), ("b", "t", 0)} and windows.partitions == 3
+    # a's partition 1 has no offset any more (deleted), b is not served here: their windows go
+    windows.statuses(coordinator_with({"a": {"t": {0: 1}}}), now_ms=2_000)
+    assert windows.followed() == {("a", "t", 0)} and windows.partitions == 1
+    windows.committed("b", "u", {0: (1, -1, None, 1_000), 1: (1, -1, None, 1_000)})  # room again
+    assert windows.partitions == 3 and ("b", "u", 1) in windows.followed()
+
+
+def test_a_scrape_reads_the_groups_in_steps_while_commits_land_between_them():
+    """`lag_in_steps` and `statuses_in_steps` step between groups (a pace of zero: at every
+    other look at the clock), and what the serving loop changes between two steps (a new
+    group, a group's first commit of another partition) neither breaks them nor loses a
+    window begun meanwhile; their results are the one-piece ones'."""
+    coordinator = coordinator_with({f"g{n}": {"t": {0: 10 * n}} for n in range(6)})
+    durable = coordinator.owned[0].store.durable
+    ends = LogEnds()
+    ends.seen("t", 0, 100, now=0)
+    windows = lag.CommitWindows(ends)
+    windows.committed("gone", "t", {0: (1, -1, None, 1_000)})  # a group no longer served here
+    for n in range(6):
+        windows.committed(f"g{n}", "t", {0: (10 * n, -1, None, 1_000)})
+    steps = lag.lag_in_steps(coordinator, ends, Pace(0))
+    assert next(steps) is STEP
+    durable["late"] = {"t": {0: (99, -1, None, 2_000)}}  # commits confirmed between two steps
+    durable["g5"]["u"] = {0: (7, -1, None, 2_000)}
+    stepped = 1
+    try:
+        while True:
+            assert next(steps) is STEP
+            stepped += 1
+    except StopIteration as done:
+        rows, unknown = done.value
+    assert stepped >= 2
+    # a snapshot of the store's groups: "late" came after it; g5, read after its new
+    # partition, has it (its end unknown)
+    assert sorted(rows) == [(f"g{n}", "t", 0, 100 - 10 * n) for n in range(6)] and unknown == 1
+    assert (rows, unknown) != lag.lag(coordinator, ends)  # the one-piece reading sees "late" now
+    statuses = windows.statuses_in_steps(coordinator, 5_000, Pace(0))
+    assert next(statuses) is STEP
+    windows.committed("late", "t", {0: (99, -1, None, 2_000)})  # a window begun meanwhile
+    while True:
+        try:
+            assert next(statuses) is STEP
+        except StopIteration as done:
+            worst = done.value
+            break
+    assert set(worst) >= {f"g{n}" for n in range(6)}
+    assert ("gone", "t", 0) not in windows.followed() and ("late", "t", 0) in windows.followed()
+
+
+def test_the_lag_metrics_are_the_same_made_in_steps():
+    coordinator = coordinator_with({f"g{n}": {"t": {0: n, 1: 2 * n}, "u": {0: 3}} for n in range(700)})
+    ends = LogEnds()
+    for topic, partition in (("t", 0), ("t", 1), ("u", 0)):
+        ends.seen(topic, partition, 5_000, now=0)
+    windows = lag.CommitWindows(ends)
+    collector = LagCollector(lambda: lag.lag_in_steps(coordinator, ends, Pace(0)), per_group=5, per_partition=3,
+                             statuses=lambda: windows.statuses_in_steps(coordinator, 0, Pace(0)),
+                             severity=lag.SEVERITY)
+    made = list(collector.collect_in_steps())
+    in_steps = [m for m in made if m is not STEP]
+    assert made.count(STEP) > 700  # between groups, and within the collector's own loops over their rows
+    one_piece = LagCollector(lambda: lag.lag(coordinator, ends), per_group=5, per_partition=3,
+                             statuses=lambda: windows.statuses(coordinator, 0), severity=lag.SEVERITY).collect()
+    assert in_steps == one_piece and collector.collect() == one_piece
+    assert {f.name: len(f.samples) for f in in_steps}["groupkeeper_consumergroup_lag"] == 12  # 5 named + "", 2 topics
 
 
 def test_the_status_extension_is_read_by_us_and_skipped_by_kafka_python():
