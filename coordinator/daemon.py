@@ -338,7 +338,7 @@ async def _serve(config: dict[str, Any], hosts: str, assignors: tuple[dict[str, 
                 if gateway is not None:
                     gateway.log_ends = log_ends
                 await nursery.start(LogEndPoller(
-                    log_ends, topics, lambda: lag.committed_partitions(coordinator),
+                    log_ends, topics, lambda: lag.committed_partitions_in_steps(coordinator),
                     config["lag_refresh_interval_ms"] / 1000, config["lag_list_offsets_per_second"],
                     security=upstream if bootstrap is not None else None).run)
                 metrics.REGISTRY.register(metrics.LagCollector(

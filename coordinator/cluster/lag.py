@@ -23,18 +23,24 @@ def groups_offsets(coordinator) -> Iterator[tuple[str, dict]]:
             yield from list(owned.store.durable.items())
 
 
-def committed(coordinator) -> Iterator[tuple[str, str, int, int]]:
-    """(group, topic, partition, committed offset) of every group served here."""
-    for group, topics in groups_offsets(coordinator):
+def committed_partitions_in_steps(coordinator, pace: Pace | None = None) -> Stepped:
+    """The partitions that some group here has an offset for: whose ends lag needs; stepping
+    between groups as `pace` says (`topics.log_ends.LogEndPoller.wanted_now`)."""
+    pace = pace or Pace()
+    found: set[Key] = set()
+    for _, topics in groups_offsets(coordinator):
         for topic, partitions in topics.items():
             for partition, entry in partitions.items():
                 if entry[0] >= 0:
-                    yield group, topic, partition, entry[0]
+                    found.add((topic, partition))
+        if pace.due():
+            yield STEP
+    return found
 
 
 def committed_partitions(coordinator) -> set[Key]:
-    """The partitions that some group here has an offset for: whose ends lag needs."""
-    return {(topic, partition) for _, topic, partition, _ in committed(coordinator)}
+    """`committed_partitions_in_steps`' result, in one piece."""
+    return run_through(committed_partitions_in_steps(coordinator))
 
 
 def lag_of(ends: LogEnds, topic: str, partition: int, offset: int) -> int | None:

@@ -106,6 +106,29 @@ def test_requests_are_split_per_leader_and_size():
     assert [(leader, len(keys)) for leader, keys in requests] == [(0, PER_REQUEST), (0, 5), (1, PER_REQUEST), (1, 5)]
 
 
+async def test_the_poller_reads_the_committed_partitions_in_steps():
+    """What the daemon gives the poller is a stepped computation: driven with the loop run
+    at its steps (`wanted_now`), or read in one piece by `requests` alone; the same either way."""
+    coordinator = coordinator_with({f"g{n}": {"t": {n % 3: 1}, "u": {0: -1}} for n in range(9)})
+    view = SimpleNamespace(states={("t", p): SimpleNamespace(leader=1) for p in range(4)}, brokers={1: object()})
+    poller = LogEndPoller(LogEnds(), view, lambda: lag.committed_partitions_in_steps(coordinator, Pace(0)),
+                          interval=30, per_second=10)
+    ran, done = [0], trio.Event()
+
+    async def serving_loop():
+        while not done.is_set():
+            ran[0] += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serving_loop)
+        wanted = await poller.wanted_now()
+        done.set()
+    assert wanted == {("t", 0), ("t", 1), ("t", 2)} == lag.committed_partitions(coordinator)  # u's -1: none
+    assert ran[0] >= 4  # 9 groups, a step after every other one
+    assert poller.requests(0.0, wanted) == poller.requests(0.0) == [(1, [("t", 0), ("t", 1), ("t", 2)])]
+
+
 # -- Burrow's rules -------------------------------------------------------------------------
 
 def window(*commits):
