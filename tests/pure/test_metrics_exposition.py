@@ -5,7 +5,6 @@ families and the steps of a collector that steps, rather than waiting for all of
 
 from __future__ import annotations
 
-import trio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
@@ -13,6 +12,7 @@ import pytest
 
 from coordinator.metrics import STEP, Registry, SteppedCollector
 from coordinator.serving.metrics_http import exposition
+from tests.support.turns import turns_during
 
 
 class Lags:
@@ -64,20 +64,7 @@ def test_our_registry_lists_what_is_registered_in_order():
 async def test_other_tasks_run_between_its_families():
     made = registry()
     families = len(list(made.collect()))
-    ran, done = [0], trio.Event()
-
-    async def serving_loop():
-        while not done.is_set():
-            ran[0] += 1
-            await trio.lowlevel.checkpoint()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(serving_loop)
-        await trio.lowlevel.checkpoint()  # it has started
-        before = ran[0]
-        await exposition(made)
-        during = ran[0] - before
-        done.set()
+    _, during = await turns_during(lambda: exposition(made))
     # a step after each collector, before each family but the first, and at each of the
     # stepped collector's own
     assert families == 5 and during >= len(made.collectors) + families - 1 + Statuses.steps
