@@ -103,18 +103,20 @@ def partition_status(window: list[Commit] | tuple[Commit, ...], lag_now: int | N
     """A partition's status by the rules above, from its window of commits (oldest first)."""
     if not window or lag_now == 0 or lag_now is None:
         return OK
+    # each rule in list operations done in C (a scrape judges every partition: these were
+    # three quarters of its CPU, docs/benchmarks.md "A scrape as the groups grow")
     lags = [lag for _, _, lag in window if lag is not None]
-    if any(lag == 0 for lag in lags):
+    if 0 in lags:
         return OK
     offsets = [offset for offset, _, _ in window]
-    if any(later < earlier for earlier, later in zip(offsets, offsets[1:])):
+    if offsets != sorted(offsets):  # some offset lower than one before it
         return REWIND
     first, last = window[0][1], window[-1][1]
     if now_ms - last > last - first:
         return STOP
-    if len(window) > 1 and all(offset == offsets[0] for offset in offsets):
+    if len(window) > 1 and offsets.count(offsets[0]) == len(offsets):
         return STALL
-    if len(lags) > 1 and all(later >= earlier for earlier, later in zip(lags, lags[1:])):
+    if len(lags) > 1 and lags == sorted(lags):  # never decreasing
         return WARN
     return OK
 

@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import trio
 import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 
 from coordinator.cluster import lag
 from coordinator.metrics import STEP, LagCollector, Pace
@@ -145,6 +147,35 @@ def test_burrows_rules_each_in_their_order():
     # nothing committed, or no end known: nothing to judge
     assert lag.partition_status([], 100, now) == lag.OK
     assert lag.partition_status(window((10, 80, 5)), None, now) == lag.OK
+
+
+def _rules_one_by_one(window, lag_now, now_ms):
+    """Burrow's rules as the module's comment lists them, each pair of commits compared in turn."""
+    if not window or not lag_now:
+        return lag.OK
+    lags = [x for _, _, x in window if x is not None]
+    if any(x == 0 for x in lags):
+        return lag.OK
+    if any(b[0] < a[0] for a, b in zip(window, window[1:])):
+        return lag.REWIND
+    if now_ms - window[-1][1] > window[-1][1] - window[0][1]:
+        return lag.STOP
+    if len(window) > 1 and all(c[0] == window[0][0] for c in window):
+        return lag.STALL
+    if len(lags) > 1 and all(b >= a for a, b in zip(lags, lags[1:])):
+        return lag.WARN
+    return lag.OK
+
+
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 5), st.one_of(st.none(), st.integers(0, 4))),
+                max_size=lag.WINDOW),
+       st.one_of(st.none(), st.integers(0, 4)), st.integers(0, 30))
+def test_the_rules_in_list_operations_judge_as_the_rules_one_by_one(commits, lag_now, now):
+    window, when = [], 0
+    for offset, gap, behind in commits:  # commit times never go back
+        when += gap
+        window.append((offset, when, behind))
+    assert lag.partition_status(window, lag_now, now + when) == _rules_one_by_one(window, lag_now, now + when)
 
 
 def test_commit_windows_keep_the_last_commits_with_their_lag_and_judge_groups():
