@@ -23,16 +23,21 @@ def groups_offsets(coordinator) -> Iterator[tuple[str, dict]]:
             yield from list(owned.store.durable.items())
 
 
+def committed_in(offsets: dict) -> Iterator[tuple[str, int, int]]:
+    """(topic, partition, committed offset) of one group's offsets (topic -> partition -> entry)."""
+    for topic, partitions in offsets.items():
+        for partition, entry in partitions.items():
+            if entry[0] >= 0:
+                yield topic, partition, entry[0]
+
+
 def committed_partitions_in_steps(coordinator, pace: Pace | None = None) -> Stepped:
     """The partitions that some group here has an offset for: whose ends lag needs; stepping
     between groups as `pace` says (`topics.log_ends.LogEndPoller.wanted_now`)."""
     pace = pace or Pace()
     found: set[Key] = set()
-    for _, topics in groups_offsets(coordinator):
-        for topic, partitions in topics.items():
-            for partition, entry in partitions.items():
-                if entry[0] >= 0:
-                    found.add((topic, partition))
+    for _, offsets in groups_offsets(coordinator):
+        found.update((topic, partition) for topic, partition, _ in committed_in(offsets))
         if pace.due():
             yield STEP
     return found
@@ -55,16 +60,13 @@ def lag_in_steps(coordinator, ends: LogEnds, pace: Pace | None = None) -> Steppe
     partitions' ends are not), stepping between groups as `pace` says."""
     pace = pace or Pace()
     rows, unknown = [], 0
-    for group, topics in groups_offsets(coordinator):
-        for topic, partitions in topics.items():
-            for partition, entry in partitions.items():
-                if entry[0] < 0:
-                    continue
-                behind = lag_of(ends, topic, partition, entry[0])
-                if behind is None:
-                    unknown += 1
-                else:
-                    rows.append((group, topic, partition, behind))
+    for group, offsets in groups_offsets(coordinator):
+        for topic, partition, offset in committed_in(offsets):
+            behind = lag_of(ends, topic, partition, offset)
+            if behind is None:
+                unknown += 1
+            else:
+                rows.append((group, topic, partition, behind))
         if pace.due():
             yield STEP
     return rows, unknown
@@ -170,14 +172,11 @@ class CommitWindows:
             now_ms = int(time.time() * 1000)
         mine = self.windows.get(group, _NO_PARTITIONS)
         worst = None
-        for topic, partitions in offsets.items():
-            for partition, entry in partitions.items():
-                if entry[0] < 0:
-                    continue
-                status = partition_status(mine.get((topic, partition), ()),
-                                          lag_of(self.ends, topic, partition, entry[0]), now_ms)
-                if worst is None or SEVERITY[status] > SEVERITY[worst]:
-                    worst = status
+        for topic, partition, offset in committed_in(offsets):
+            status = partition_status(mine.get((topic, partition), ()), lag_of(self.ends, topic, partition, offset),
+                                      now_ms)
+            if worst is None or SEVERITY[status] > SEVERITY[worst]:
+                worst = status
         return worst
 
     def statuses_in_steps(self, coordinator, now_ms: int, pace: Pace | None = None) -> Stepped:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 
 import structlog
 import trio
@@ -107,14 +107,12 @@ class LogEndPoller:
         """What `wanted` gives; a stepped computation (`cluster.lag.committed_partitions_in_steps`:
         it reads every group's offsets, 10 ms at 10,000 groups of 6 partitions) is driven with
         the loop run at each of its steps."""
-        made = self.wanted()
-        if not isinstance(made, Generator):
-            return set(made)
+        steps = metrics.stepped(self.wanted())
         while True:
             try:
-                next(made)
+                next(steps)
             except StopIteration as done:
-                return done.value
+                return set(done.value)
             await trio.lowlevel.checkpoint()
 
     def requests(self, now: float, wanted: set[Key] | None = None) -> list[tuple[int, list[Key]]]:
